@@ -1,0 +1,458 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kt.h - the public API of kt, a runtime for the routed experts of MoE layers.
+ * Include only this header; it pulls in the ring definitions (kt/ring.h).
+ */
+#ifndef KT_KT_H
+#define KT_KT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KT_VERSION_MAJOR 0
+#define KT_VERSION_MINOR 1
+
+struct kt_ctx;
+struct kt_model;
+
+/* Element types of op arguments and source weights. */
+enum kt_dtype {
+	KT_DTYPE_F32 = 0,
+	KT_DTYPE_BF16 = 1,
+	KT_DTYPE_F16 = 2,
+	KT_DTYPE_I32 = 3,
+	KT_DTYPE_I64 = 4,
+};
+
+/* How expert weights are stored in memory (the packed layout). */
+enum kt_quant {
+	KT_QUANT_INT8 = 1,	/* symmetric per output row, f32 scales */
+	KT_QUANT_INT4 = 2,	/* symmetric per group along K, f32 scales */
+	KT_QUANT_BF16 = 3,
+};
+
+/* Kernel variants; KT_ISA_AUTO picks the best the CPU runs. */
+enum kt_isa {
+	KT_ISA_AUTO = 0,
+	KT_ISA_SCALAR = 1,
+	KT_ISA_AVX2 = 2,	/* AVX2 + FMA + F16C */
+	KT_ISA_AVX_VNNI = 3,	/* AVX2 + AVX-VNNI */
+	KT_ISA_AVX512 = 4,	/* AVX-512 F/BW/VL/VNNI/BF16 */
+	KT_ISA_AMX = 5,		/* AVX-512 variant + AMX tile/int8/bf16 */
+	KT_ISA_COUNT
+};
+
+/* Log levels, as KT_LOG spells them: error, warn, info, debug. */
+enum kt_log_level {
+	KT_LOG_ERROR = 0,
+	KT_LOG_WARN = 1,
+	KT_LOG_INFO = 2,
+	KT_LOG_DEBUG = 3,
+};
+
+typedef void (*kt_log_fn)(void *arg, enum kt_log_level level, const char *msg);
+
+#define KT_MAX_NODES 64
+
+/**
+ * struct kt_ctx_opts - how a context is built; zero means "default".
+ * @sz: sizeof(struct kt_ctx_opts), so that older callers keep working.
+ * @threads: total workers (0: one per physical core of the nodes used).
+ * @n_nodes: entries used in @nodes (0: every node with memory and CPUs).
+ * @nodes: NUMA node ids to run on.
+ * @isa: kernel variant to force (KT_ISA_AUTO: best; KT_ISA overrides).
+ * @spin_us: busy-poll time before a worker sleeps (0: 50 ms default;
+ *	     use KT_CTX_SPIN_NONE to sleep at once).
+ * @log_fn: log callback (NULL: messages go to stderr at or below KT_LOG's
+ *	    level, which defaults to warn).
+ * @log_arg: passed to @log_fn.
+ * @flags: KT_CTX_F_*.
+ */
+struct kt_ctx_opts {
+	size_t sz;
+	uint32_t threads;
+	uint32_t n_nodes;
+	int32_t nodes[KT_MAX_NODES];
+	enum kt_isa isa;
+	uint32_t spin_us;
+	kt_log_fn log_fn;
+	void *log_arg;
+	uint32_t flags;
+	uint32_t reserved[15];
+};
+
+#define KT_CTX_SPIN_NONE	UINT32_MAX
+#define KT_CTX_F_NO_PIN		(1u << 0)	/* do not pin workers to cores */
+
+/**
+ * kt_ctx_create() - start a context: worker pools, kernel dispatch.
+ * @opts: options, may be NULL for defaults; read only during the call.
+ * @out: receives the context; release with kt_ctx_destroy().
+ *
+ * Context: any thread; blocks while workers start.
+ * Return: 0; -EINVAL bad options or environment (KT_ISA unknown);
+ *	   -EOPNOTSUPP the forced ISA is not supported by this CPU;
+ *	   -ENODEV a requested NUMA node has no CPUs; -ENOMEM.
+ */
+int kt_ctx_create(const struct kt_ctx_opts *opts, struct kt_ctx **out);
+
+/**
+ * kt_ctx_destroy() - stop workers and free the context.
+ * @ctx: context, may be NULL. Models and rings of @ctx must be released
+ *	 first; ops still in flight are completed before workers stop.
+ *
+ * Context: any thread but a kt worker; blocks until workers exit.
+ */
+void kt_ctx_destroy(struct kt_ctx *ctx);
+
+/**
+ * kt_ctx_isa() - the kernel variant chosen for @ctx.
+ * @ctx: context.
+ * Return: a KT_ISA_* other than KT_ISA_AUTO.
+ */
+enum kt_isa kt_ctx_isa(const struct kt_ctx *ctx);
+
+/**
+ * kt_ctx_threads() - number of workers of @ctx, over all nodes.
+ * @ctx: context.
+ * Return: the count (at least 1).
+ */
+unsigned int kt_ctx_threads(const struct kt_ctx *ctx);
+
+/**
+ * struct kt_worker_stats - what one worker has done since it started.
+ * @node: NUMA node of the worker.
+ * @cpu: CPU it is pinned to (-1 when not pinned).
+ * @busy_ns: time spent running tasks.
+ * @spin_ns: time spent polling for work.
+ * @sleeps: times it went to sleep on its futex.
+ * @tasks: tasks it ran.
+ */
+struct kt_worker_stats {
+	int32_t node;
+	int32_t cpu;
+	uint64_t busy_ns;
+	uint64_t spin_ns;
+	uint64_t sleeps;
+	uint64_t tasks;
+	uint64_t reserved[4];
+};
+
+/**
+ * kt_ctx_worker_stats() - read the counters of one worker.
+ * @ctx: context.
+ * @idx: worker index, 0 .. kt_ctx_threads() - 1.
+ * @st: filled on success.
+ *
+ * Context: any thread; the counters are read without stopping workers.
+ * Return: 0; -EINVAL when @idx is out of range.
+ */
+int kt_ctx_worker_stats(const struct kt_ctx *ctx, unsigned int idx,
+			struct kt_worker_stats *st);
+
+/* ---- what the machine offers ------------------------------------------- */
+
+#define KT_CPU_AVX2		(1u << 0)
+#define KT_CPU_FMA		(1u << 1)
+#define KT_CPU_F16C		(1u << 2)
+#define KT_CPU_AVX_VNNI		(1u << 3)
+#define KT_CPU_AVX512F		(1u << 4)
+#define KT_CPU_AVX512BW		(1u << 5)
+#define KT_CPU_AVX512VL		(1u << 6)
+#define KT_CPU_AVX512VNNI	(1u << 7)
+#define KT_CPU_AVX512BF16	(1u << 8)
+#define KT_CPU_AMX_TILE		(1u << 9)
+#define KT_CPU_AMX_INT8		(1u << 10)
+#define KT_CPU_AMX_BF16		(1u << 11)
+#define KT_CPU_AVX512FP16	(1u << 12)
+#define KT_CPU_AVX512DQ		(1u << 13)
+
+/**
+ * struct kt_sysinfo - what kt found on this machine.
+ * @cpu_flags: KT_CPU_* usable now (cpuid, XCR0 and AMX permission agree).
+ * @cpu_model: the CPU brand string.
+ * @best_isa: the variant KT_ISA_AUTO picks.
+ * @n_nodes: NUMA nodes with CPUs.
+ * @node_ids: their ids.
+ * @node_cores: physical cores per node (SMT siblings not counted).
+ * @node_mem_mb: memory per node.
+ * @n_hpage_sizes: entries in @hpage_kb / @hpage_free.
+ * @hpage_kb: hugepage sizes offered by the kernel.
+ * @hpage_free: free pages of each size, summed over nodes.
+ * @io_uring: io_uring_setup() works here.
+ * @cuda_driver: libcuda.so.1 loaded and cuInit succeeded.
+ * @cuda_devices: GPUs the driver reports.
+ * @cuda_version: driver version as CUDA encodes it (12040 = 12.4).
+ */
+struct kt_sysinfo {
+	uint32_t cpu_flags;
+	char cpu_model[64];
+	enum kt_isa best_isa;
+	uint32_t n_nodes;
+	int32_t node_ids[KT_MAX_NODES];
+	uint32_t node_cores[KT_MAX_NODES];
+	uint64_t node_mem_mb[KT_MAX_NODES];
+	uint32_t n_hpage_sizes;
+	uint64_t hpage_kb[4];
+	uint64_t hpage_free[4];
+	bool io_uring;
+	bool cuda_driver;
+	int32_t cuda_devices;
+	int32_t cuda_version;
+	uint32_t reserved[16];
+};
+
+/**
+ * kt_sysinfo_get() - probe the machine (cpuid, NUMA, hugepages, io_uring,
+ *	CUDA driver).
+ * @si: filled on success.
+ *
+ * Context: any thread; may block briefly (sysfs reads, dlopen).
+ * Return: 0, or -ENOMEM.
+ */
+int kt_sysinfo_get(struct kt_sysinfo *si);
+
+/**
+ * kt_isa_name() - the KT_ISA spelling of a variant ("amx", "avx512", ...).
+ * @isa: variant.
+ * Return: a static string; "?" for an unknown value.
+ */
+const char *kt_isa_name(enum kt_isa isa);
+
+/**
+ * kt_quant_name() - "int8", "int4" or "bf16".
+ * @q: quantization.
+ * Return: a static string; "?" for an unknown value.
+ */
+const char *kt_quant_name(enum kt_quant q);
+
+/**
+ * kt_ctx_measure_read_bw() - STREAM-like read bandwidth of @ctx's workers:
+ *	every worker reads its share of a buffer on its own node, repeatedly.
+ * @ctx: context.
+ * @bytes: buffer size over all workers (0: 1 GiB).
+ * @ms: how long to measure (0: 500).
+ * @gbps: receives GB/s (1e9 bytes per second).
+ *
+ * Context: any thread but a worker; blocks; allocates @bytes.
+ * Return: 0; -ENOMEM.
+ */
+int kt_ctx_measure_read_bw(struct kt_ctx *ctx, size_t bytes, uint32_t ms,
+			   double *gbps);
+
+/**
+ * kt_ctx_measure_peak() - compute peak of @ctx's kernel variant for @q,
+ *	measured with register-resident operands on every worker.
+ * @ctx: context.
+ * @q: KT_QUANT_INT8 (and INT4, which runs on the int8 units) or _BF16.
+ * @ms: how long to measure (0: 300).
+ * @tops: receives tera-ops per second (a multiply-add counts as 2 ops).
+ *
+ * Context: any thread but a worker; blocks.
+ * Return: 0; -EINVAL unknown @q.
+ */
+int kt_ctx_measure_peak(struct kt_ctx *ctx, enum kt_quant q, uint32_t ms,
+			double *tops);
+
+/* ---- models --------------------------------------------------------------- */
+
+/**
+ * struct kt_expert_src - one expert's unquantized matrices, row-major as
+ *	torch Linear.weight: gate [inter][hidden], up [inter][hidden],
+ *	down [hidden][inter], all of the descriptor's @src_dtype.
+ */
+struct kt_expert_src {
+	const void *gate;
+	const void *up;
+	const void *down;
+};
+
+/**
+ * typedef kt_expert_fn - hands kt_model_create() one expert's weights.
+ * @arg: the descriptor's @arg.
+ * @layer: layer index, 0 .. n_layers - 1.
+ * @expert: expert index.
+ * @src: to fill; the pointers must stay valid until the next call.
+ * Return: 0, or a -errno that aborts the creation and is returned by it.
+ */
+typedef int (*kt_expert_fn)(void *arg, uint32_t layer, uint32_t expert,
+			    struct kt_expert_src *src);
+
+/**
+ * struct kt_model_desc - a model built from weights in memory.
+ * @sz: sizeof(struct kt_model_desc).
+ * @hidden: H, a multiple of 128.
+ * @inter: I (per expert intermediate size), a multiple of 128.
+ * @n_experts: E, routed experts per layer.
+ * @n_layers: MoE layers.
+ * @layer_ids: checkpoint layer number of each MoE layer (NULL: 0..n-1).
+ * @src_dtype: KT_DTYPE_F32, _BF16 or _F16.
+ * @quant: packed format to build.
+ * @group_size: INT4 group along K: 32, 64 or 128 (0: 128).
+ * @get_expert: source of the weights, called once per (layer, expert).
+ * @arg: passed to @get_expert.
+ * @expert_mask: optional bitmap of E bits; a set bit means the expert
+ *	 lives elsewhere (the GPU): it is neither packed nor run.
+ */
+struct kt_model_desc {
+	size_t sz;
+	uint32_t hidden;
+	uint32_t inter;
+	uint32_t n_experts;
+	uint32_t n_layers;
+	const int32_t *layer_ids;
+	enum kt_dtype src_dtype;
+	enum kt_quant quant;
+	uint32_t group_size;
+	kt_expert_fn get_expert;
+	void *arg;
+	const uint64_t *expert_mask;
+	uint32_t reserved[8];
+};
+
+/**
+ * kt_model_create() - quantize and pack experts into a model of @ctx.
+ * @ctx: context whose nodes will hold the weights.
+ * @desc: descriptor; read only during the call.
+ * @out: receives the model; release with kt_model_destroy().
+ *
+ * Context: any thread; blocks while packing (uses the caller's thread).
+ * Return: 0; -EINVAL bad geometry, dtype or quantization; -ENOMEM;
+ *	   or the error returned by @desc->get_expert.
+ */
+int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
+		    struct kt_model **out);
+
+/**
+ * struct kt_model_opts - how a .ktw file is opened.
+ * @sz: sizeof(struct kt_model_opts).
+ * @flags: KT_MODEL_F_*.
+ * @expert_mask: optional bitmap of E bits; set bits are experts that live
+ *	 elsewhere (the GPU) and are not loaded.
+ */
+struct kt_model_opts {
+	size_t sz;
+	uint32_t flags;
+	const uint64_t *expert_mask;
+	uint32_t reserved[8];
+};
+
+#define KT_MODEL_F_NO_VERIFY	(1u << 0)	/* skip CRC32C checks */
+#define KT_MODEL_F_NO_URING	(1u << 1)	/* read with pread */
+#define KT_MODEL_F_NO_HUGEPAGE	(1u << 2)	/* plain 4 KiB pages */
+
+/**
+ * kt_model_open() - load a .ktw file (or map a staged copy on hugetlbfs).
+ * @ctx: context whose nodes will hold the weights.
+ * @path: the file.
+ * @opts: options, may be NULL.
+ * @out: receives the model.
+ *
+ * Context: any thread; blocks while reading.
+ * Return: 0; -ENOENT/-EACCES from open; -EINVAL a malformed file; -EIO a
+ *	   short read or a checksum mismatch; -ENOMEM.
+ */
+int kt_model_open(struct kt_ctx *ctx, const char *path,
+		  const struct kt_model_opts *opts, struct kt_model **out);
+
+/**
+ * kt_model_destroy() - free a model; no op of it may be in flight.
+ * @m: model, may be NULL.
+ */
+void kt_model_destroy(struct kt_model *m);
+
+/**
+ * struct kt_model_info - geometry of a model.
+ */
+struct kt_model_info {
+	uint32_t hidden;
+	uint32_t inter;
+	uint32_t n_experts;
+	uint32_t n_layers;
+	enum kt_quant quant;
+	uint32_t group_size;
+	uint64_t expert_bytes;	/* packed bytes of one expert */
+	uint64_t resident_bytes;	/* packed bytes held in memory */
+	uint32_t reserved[8];
+};
+
+/**
+ * kt_model_get_info() - geometry of @m.
+ * @m: model.
+ * @info: filled.
+ */
+void kt_model_get_info(const struct kt_model *m, struct kt_model_info *info);
+
+/**
+ * kt_model_layer_index() - the index of a checkpoint layer number.
+ * @m: model.
+ * @layer_id: layer number as the checkpoint names it.
+ * Return: the index (0 .. n_layers - 1), or -EINVAL when not a MoE layer.
+ */
+int kt_model_layer_index(const struct kt_model *m, int32_t layer_id);
+
+/* ---- the MoE op ----------------------------------------------------------- */
+
+/**
+ * struct kt_moe_args - one MoE layer's inputs and output.
+ * @x: hidden states [T][H] of @x_dtype (KT_DTYPE_F32 or _BF16).
+ * @ids: router top-k expert ids [T][k] of @ids_dtype (_I32 or _I64);
+ *	 ids < 0 or >= E are skipped.
+ * @w: router weights [T][k], f32.
+ * @y: output [T][H] of @y_dtype (_F32 or _BF16); overwritten unless
+ *     KT_MOE_F_ACCUMULATE.
+ * @tokens: T, 1 .. KT_MOE_MAX_TOKENS.
+ * @top_k: k, 1 .. KT_MOE_MAX_TOPK.
+ * @layer: layer index within the model (see kt_model_layer_index()).
+ * @flags: KT_MOE_F_*.
+ * @skip_mask: optional bitmap of E bits: experts to skip in this op.
+ *
+ * All buffers belong to the caller and must stay valid until the
+ * completion is seen; @y must not overlap the inputs.
+ */
+struct kt_moe_args {
+	const void *x;
+	const void *ids;
+	const float *w;
+	void *y;
+	uint32_t tokens;
+	uint32_t top_k;
+	uint32_t layer;
+	uint32_t flags;
+	uint8_t x_dtype;
+	uint8_t ids_dtype;
+	uint8_t y_dtype;
+	uint8_t pad0;
+	uint32_t pad1;
+	const uint64_t *skip_mask;
+	uint64_t reserved[2];
+};
+
+#define KT_MOE_F_ACCUMULATE	(1u << 0)	/* y += result */
+#define KT_MOE_MAX_TOPK		16
+#define KT_MOE_MAX_TOKENS	65536
+
+/**
+ * kt_moe_forward() - run one MoE op and wait for it (a thin ring wrapper).
+ * @ctx: context.
+ * @m: model.
+ * @args: op arguments.
+ *
+ * Context: any thread but a kt worker; blocks. Calls are serialised per ctx.
+ * Return: 0; -EINVAL bad arguments.
+ */
+int kt_moe_forward(struct kt_ctx *ctx, struct kt_model *m,
+		   const struct kt_moe_args *args);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include <kt/ring.h>
+
+#endif /* KT_KT_H */

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core.h - what ktcore offers the other folders: the context's worker
+ * pools (fork-join over every worker), node memory, logging, CPU features.
+ */
+#ifndef KT_CORE_CORE_H
+#define KT_CORE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <kt/kt.h>
+
+#define KT_EXPORT __attribute__((visibility("default")))
+
+/* Who runs a job: given to each call of a job function. */
+struct core_worker_info {
+	unsigned int node_idx;	/* index among the context's nodes */
+	int node;		/* NUMA node id */
+	unsigned int id;	/* worker index within the node */
+	unsigned int n_node;	/* workers of this node */
+	unsigned int global;	/* worker index within the context */
+};
+
+typedef void (*core_job_fn)(void *arg, const struct core_worker_info *w);
+
+/* Handler of one opcode; runs on the leader worker; returns cqe->res. */
+typedef int (*core_op_fn)(struct kt_ctx *ctx, const struct kt_sqe *sqe);
+
+int core_ctx_create(const struct kt_ctx_opts *opts,
+		    const core_op_fn handlers[KT_OP_COUNT],
+		    struct kt_ctx **out);
+
+/*
+ * Run @fn once on every worker of @ctx (the caller, the leader, included)
+ * and return when all calls have returned. Only from an op handler.
+ */
+void core_ctx_run(struct kt_ctx *ctx, core_job_fn fn, void *arg);
+
+/*
+ * Run @fn(@ctx, @arg) on the leader worker, where it may call
+ * core_ctx_run(), and wait for it; serialised with every other op of @ctx.
+ * From any thread but a worker. Returns what @fn returns.
+ */
+int core_ctx_exec(struct kt_ctx *ctx, int (*fn)(struct kt_ctx *, void *),
+		  void *arg);
+
+unsigned int core_ctx_nodes(const struct kt_ctx *ctx);
+int core_ctx_node_id(const struct kt_ctx *ctx, unsigned int node_idx);
+unsigned int core_ctx_node_threads(const struct kt_ctx *ctx,
+				   unsigned int node_idx);
+
+/*
+ * Per-context state of another folder (kernels' scratch). @free runs at
+ * kt_ctx_destroy(), after the workers stopped.
+ */
+void *core_ctx_priv(const struct kt_ctx *ctx);
+void core_ctx_set_priv(struct kt_ctx *ctx, void *priv, void (*free)(void *));
+
+/*
+ * Memory bound to a NUMA node (mbind, hugepages when available), zeroed.
+ * Off the hot path only. core_node_free() needs the size given.
+ */
+void *core_node_alloc(int node, size_t size);
+void core_node_free(void *p, size_t size);
+
+/* Logging through the context's callback, filtered by KT_LOG. */
+void core_log(const struct kt_ctx *ctx, enum kt_log_level level,
+	      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Without a context (library-wide), to stderr filtered by KT_LOG. */
+void core_logv_global(enum kt_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* CPU features: KT_CPU_* usable now; AMX permission is requested once. */
+uint32_t core_cpu_flags(void);
+enum kt_isa core_isa_best(uint32_t cpu_flags);
+/* 0 when @isa runs with @cpu_flags, else -EOPNOTSUPP. */
+int core_isa_supported(enum kt_isa isa, uint32_t cpu_flags);
+/* Parse a KT_ISA spelling; -EINVAL when unknown. */
+int core_isa_parse(const char *name, enum kt_isa *isa);
+
+uint64_t core_now_ns(void);
+
+#endif /* KT_CORE_CORE_H */

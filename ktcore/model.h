@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * model.h - the in-memory form of a model: geometry plus pointers to each
+ * expert's packed matrices (layout: Documentation/packed-layout.md).
+ * Built by loader/ (kt_model_create, kt_model_open), read by kernels/.
+ */
+#ifndef KT_CORE_MODEL_H
+#define KT_CORE_MODEL_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <kt/kt.h>
+
+/* One packed matrix of one expert: tiles, then f32 scales (none for BF16). */
+struct core_mat {
+	const uint8_t *tiles;
+	const float *scales;
+};
+
+struct core_expert {
+	struct core_mat gate;	/* [inter][hidden], row-block-major */
+	struct core_mat up;	/* [inter][hidden], row-block-major */
+	struct core_mat down;	/* [hidden][inter], k-chunk-major */
+	bool present;		/* false: lives elsewhere, skipped */
+};
+
+struct kt_model {
+	struct kt_ctx *ctx;
+	uint32_t hidden;
+	uint32_t inter;
+	uint32_t n_experts;
+	uint32_t n_layers;
+	enum kt_quant quant;
+	uint32_t group_size;	/* INT4 group along K; 0 otherwise */
+	uint32_t down_chunk;	/* KC: K chunk of the down matrix */
+	uint64_t expert_bytes;	/* packed bytes of one expert */
+	uint64_t resident_bytes;
+	int32_t *layer_ids;	/* [n_layers] checkpoint layer numbers */
+	struct core_expert *experts;	/* [n_layers * n_experts] */
+	/* whoever built the model frees its memory here */
+	void (*release)(struct kt_model *m);
+	void *priv;
+};
+
+static inline struct core_expert *core_model_expert(const struct kt_model *m,
+						    uint32_t layer,
+						    uint32_t expert)
+{
+	return &m->experts[(size_t)layer * m->n_experts + expert];
+}
+
+#endif /* KT_CORE_MODEL_H */
