@@ -87,8 +87,10 @@ struct kern_down_args {
  *	so that rows stay aligned when the buffer is).
  * @act_prepare: prepare @rows rows of K elements: row r read at
  *	src + r * src_stride (bytes) of @dtype (KT_DTYPE_F32 or _BF16), written
- *	at dst + r * dst_stride. INT8/INT4: symmetric int8 per row with an f32
- *	scale max|x| / 127 (plus any sums the kernels need); BF16: bf16.
+ *	at dst + r * dst_stride. INT8/INT4: symmetric int8 per row,
+ *	q = rint(x * (127 / amax)) (nearest even, as cvtps2dq) with the f32
+ *	scale amax / 127, amax = max|x| (0: all q and the scale 0), plus any
+ *	sums the kernels need; BF16: bf16, nearest even.
  * @scratch_bytes: per-worker scratch of one gate_up/down call of at most
  *	@max_m tokens on geometry @g (may be 0).
  * @gate_up, @down: see struct kern_gate_up_args, struct kern_down_args.
