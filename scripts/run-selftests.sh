@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# run-selftests.sh - run kt's selftest binaries, echo their TAP output and
+# end with the plain line "N passed, N failed" (skips are counted apart).
+# A binary that dies without reporting its cases counts as one failure.
+set -u
+pass=0 fail=0 skip=0
+timeout_s=${KT_SELFTEST_TIMEOUT:-900}
+for bin in "$@"; do
+	name=${bin#*selftests/}
+	echo "# selftest: $name"
+	out=$(timeout -k 10 "$timeout_s" "$bin" 2>&1)
+	rc=$?
+	printf '%s\n' "$out" | sed 's/^/  /'
+	p=$(printf '%s\n' "$out" | grep -cE '^ok [0-9]+ ' )
+	s=$(printf '%s\n' "$out" | grep -cE '^ok [0-9]+ .*# SKIP')
+	f=$(printf '%s\n' "$out" | grep -cE '^not ok [0-9]+ ')
+	p=$((p - s))
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 4 ] && [ "$f" -eq 0 ]; then
+		echo "not ok $name # exited with status $rc"
+		f=1
+	fi
+	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+done
+echo "# skipped: $skip (reasons above, after '# SKIP')"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
