@@ -416,7 +416,7 @@ static int write_meta(struct conv *c)
 	uint8_t *buf;
 	int ret;
 
-	strncpy(c->hdr.arch, c->cfg.arch, sizeof(c->hdr.arch) - 1);
+	memcpy(c->hdr.arch, c->cfg.arch, sizeof(c->hdr.arch) - 1);
 	c->hdr.top_k = c->cfg.top_k;
 	ldr_ktw_seal(&c->hdr, c->layer_ids, c->table);
 	buf = calloc(1, KTW_HEADER_BYTES + meta_len);
