@@ -57,8 +57,8 @@ int ldr_mem_alloc(size_t len, bool allow_huge, struct ldr_mem *m)
 		}
 		if (!__atomic_exchange_n(&warned_hugetlb, true, __ATOMIC_RELAXED))
 			core_logv_global(KT_LOG_WARN,
-					 "model memory: not enough free hugepages for %zu MiB (scripts/setup-hugepages.sh); trying transparent hugepages",
-					 m->len >> 20);
+					 "model memory: not enough free hugepages for %.1f MiB (scripts/setup-hugepages.sh); trying transparent hugepages",
+					 m->len / 1048576.0);
 		/* over-map by 2 MiB to align the start for THP */
 		map_len = ((m->len + SZ_2M - 1) & ~(SZ_2M - 1)) + SZ_2M;
 		p = mmap(NULL, map_len, PROT_READ | PROT_WRITE,

@@ -12,10 +12,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
-#if __has_include("kernels/moe.h")
 #include "kernels/moe.h"
-#define HAVE_KERN_MOE 1
-#endif
 #include "kernels/pack.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
@@ -38,17 +35,20 @@ struct ldr_model_priv {
 	size_t map_len;
 };
 
+/* kt_model_destroy() calls this: everything of the model goes. */
 static void model_release(struct kt_model *m)
 {
 	struct ldr_model_priv *p = m->priv;
 
-	if (!p)
-		return;
-	ldr_mem_free(&p->mem);
-	if (p->map)
-		munmap(p->map, p->map_len);
-	free(p);
-	m->priv = NULL;
+	if (p) {
+		ldr_mem_free(&p->mem);
+		if (p->map)
+			munmap(p->map, p->map_len);
+		free(p);
+	}
+	free(m->experts);
+	free(m->layer_ids);
+	free(m);
 }
 
 static bool masked(const uint64_t *mask, uint32_t e)
@@ -372,9 +372,7 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	m->priv = p;
 	m->release = model_release;
 	p = NULL;
-#ifdef HAVE_KERN_MOE
 	ret = kern_moe_reserve(ctx, m);
-#endif
 	if (ret) {
 		ldr_err(ret, "%s: no kernels for %s on this context", path,
 			kt_quant_name(m->quant));
@@ -389,9 +387,9 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	*out = m;
 	return 0;
 err:
-	if (m && m->release)
+	if (m && m->release) {
 		m->release(m);
-	if (m) {
+	} else if (m) {
 		free(m->layer_ids);
 		free(m->experts);
 		free(m);

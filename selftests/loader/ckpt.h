@@ -32,6 +32,11 @@ struct tck {
 	float *w;		/* [n_moe][E][3][I*H], gate, up, down */
 };
 
+#define TCK(st, dt, h, i, e, l, k, sh, sd)				\
+	((struct tck){ .style = (st), .dtype = (dt), .hidden = (h),	\
+		       .inter = (i), .n_experts = (e), .n_layers = (l),	\
+		       .top_k = (k), .shards = (sh), .seed = (sd) })
+
 static inline float *tck_mat(const struct tck *c, uint32_t l, uint32_t e,
 			     int m)
 {
@@ -118,7 +123,7 @@ static inline uint8_t tck_fp8(float v)
 }
 
 struct tck_tensor {
-	char name[160];
+	char name[256];
 	const char *dtype;
 	uint64_t shape[2];
 	void *data;
@@ -309,11 +314,13 @@ static inline int tck_write(struct tck *c, const char *dir)
 		for (e = 0; e < c->n_experts; e++)
 			for (m = 0; m < 3; m++) {
 				float *w = tck_mat(c, li, e, m);
-				/* rows of varied magnitude, some outliers */
+				/* bell-shaped (sum of three uniforms), a few
+				 * 3x outliers, like trained weights */
 				for (i = 0; i < per; i++) {
-					w[i] = tck_uniform(&seed) * 0.05f;
+					w[i] = (tck_uniform(&seed) + tck_uniform(&seed) +
+						tck_uniform(&seed)) * 0.02f;
 					if (tck_rand(&seed) % 997 == 0)
-						w[i] *= 8;
+						w[i] *= 3;
 				}
 				if (c->style == TCK_MIXTRAL)
 					snprintf(name, sizeof(name),

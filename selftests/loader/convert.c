@@ -137,7 +137,7 @@ static void tmpdir(char *buf, size_t n, const char *tag)
 
 TEST(qwen_bf16_single_int8)
 {
-	struct tck c = { TCK_QWEN, TCK_BF16, 256, 256, 8, 2, 2, 1, 1 };
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 256, 256, 8, 2, 2, 1, 1);
 	char d[256];
 
 	tmpdir(d, sizeof(d), "q8");
@@ -147,7 +147,7 @@ TEST(qwen_bf16_single_int8)
 
 TEST(deepseek_fp8_sharded_int4)
 {
-	struct tck c = { TCK_DEEPSEEK, TCK_FP8, 256, 384, 4, 3, 2, 3, 2 };
+	struct tck c = TCK(TCK_DEEPSEEK, TCK_FP8, 256, 384, 4, 3, 2, 3, 2);
 	char d[256];
 
 	tmpdir(d, sizeof(d), "ds4");
@@ -157,7 +157,7 @@ TEST(deepseek_fp8_sharded_int4)
 
 TEST(mixtral_f16_sharded_bf16)
 {
-	struct tck c = { TCK_MIXTRAL, TCK_F16, 256, 256, 4, 2, 2, 2, 3 };
+	struct tck c = TCK(TCK_MIXTRAL, TCK_F16, 256, 256, 4, 2, 2, 2, 3);
 	char d[256];
 
 	tmpdir(d, sizeof(d), "mx");
@@ -167,7 +167,7 @@ TEST(mixtral_f16_sharded_bf16)
 
 TEST(qwen_f32_int4_group32)
 {
-	struct tck c = { TCK_QWEN, TCK_F32, 384, 128, 4, 1, 2, 1, 4 };
+	struct tck c = TCK(TCK_QWEN, TCK_F32, 384, 128, 4, 1, 2, 1, 4);
 	char d[256];
 
 	tmpdir(d, sizeof(d), "q4");
@@ -177,7 +177,7 @@ TEST(qwen_f32_int4_group32)
 
 TEST(deepseek_bf16_int8)
 {
-	struct tck c = { TCK_DEEPSEEK, TCK_BF16, 128, 256, 4, 3, 2, 1, 5 };
+	struct tck c = TCK(TCK_DEEPSEEK, TCK_BF16, 128, 256, 4, 3, 2, 1, 5);
 	char d[256];
 
 	tmpdir(d, sizeof(d), "ds8");
@@ -252,7 +252,7 @@ static void patch_file(const char *path, const char *from, const char *to)
 
 TEST(missing_tensor)
 {
-	struct tck c = { TCK_QWEN, TCK_BF16, 128, 128, 4, 1, 2, 1, 6 };
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 4, 1, 2, 1, 6);
 	char d[256], p[300];
 
 	tmpdir(d, sizeof(d), "miss");
@@ -267,7 +267,7 @@ TEST(missing_tensor)
 
 TEST(wrong_shape)
 {
-	struct tck c = { TCK_MIXTRAL, TCK_BF16, 128, 256, 2, 1, 2, 1, 7 };
+	struct tck c = TCK(TCK_MIXTRAL, TCK_BF16, 128, 256, 2, 1, 2, 1, 7);
 	char d[256], p[300];
 
 	tmpdir(d, sizeof(d), "shape");
@@ -281,7 +281,7 @@ TEST(wrong_shape)
 
 TEST(unsupported_dtype)
 {
-	struct tck c = { TCK_QWEN, TCK_F16, 128, 128, 2, 1, 2, 1, 8 };
+	struct tck c = TCK(TCK_QWEN, TCK_F16, 128, 128, 2, 1, 2, 1, 8);
 	char d[256], p[300];
 
 	tmpdir(d, sizeof(d), "dtype");
@@ -295,7 +295,7 @@ TEST(unsupported_dtype)
 
 TEST(malformed_config)
 {
-	struct tck c = { TCK_QWEN, TCK_BF16, 128, 128, 2, 1, 2, 1, 9 };
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 2, 1, 2, 1, 9);
 	char d[256], p[300];
 
 	tmpdir(d, sizeof(d), "cfg");
@@ -309,7 +309,7 @@ TEST(malformed_config)
 
 TEST(malformed_safetensors_header)
 {
-	struct tck c = { TCK_QWEN, TCK_BF16, 128, 128, 2, 1, 2, 1, 10 };
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 2, 1, 2, 1, 10);
 	char d[256], p[300];
 
 	tmpdir(d, sizeof(d), "sthdr");
@@ -323,7 +323,7 @@ TEST(malformed_safetensors_header)
 
 TEST(layer_range)
 {
-	struct tck c = { TCK_QWEN, TCK_BF16, 128, 128, 2, 3, 2, 1, 11 };
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 2, 3, 2, 1, 11);
 	char d[256], out[300];
 	struct kt_convert_opts o = { .sz = sizeof(o), .output = out,
 				     .quant = KT_QUANT_INT8, .layer_first = 1,
@@ -359,7 +359,7 @@ static void cancel_after_two(void *arg, uint64_t done, uint64_t total)
 
 TEST(cancelled_leaves_nothing)
 {
-	struct tck c = { TCK_QWEN, TCK_BF16, 128, 128, 8, 2, 2, 1, 12 };
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 8, 2, 2, 1, 12);
 	char d[256], out[300];
 	struct kt_convert_opts o = { .sz = sizeof(o), .output = out,
 				     .quant = KT_QUANT_INT8, .layer_last = -1,
@@ -385,7 +385,7 @@ static void die_after_three(void *arg, uint64_t done, uint64_t total)
 
 TEST(killed_leaves_nothing)
 {
-	struct tck c = { TCK_QWEN, TCK_BF16, 128, 128, 8, 2, 2, 1, 13 };
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 8, 2, 2, 1, 13);
 	char d[256], out[300];
 	int status;
 	pid_t pid;
