@@ -66,7 +66,19 @@ struct check_ctx {
 	kt_progress_fn progress;
 	void *progress_arg;
 	uint64_t total;
+	uint64_t bad_entry;	/* first bad blob, for the message */
+	uint32_t bad_crc;
 };
+
+/* The callback may run on the reader's helper thread: message here. */
+static void check_report(const struct check_ctx *c)
+{
+	const struct ktw_entry *e = &c->k->table[c->bad_entry];
+
+	ldr_err(-EIO, "%s: layer %d (index %u), expert %u: checksum %08x, expected %08x",
+		c->k->path, c->k->layer_ids[e->layer], e->layer, e->expert,
+		c->bad_crc, e->crc);
+}
 
 static int check_span(void *arg, size_t idx, const struct ur_span *s)
 {
@@ -83,10 +95,10 @@ static int check_span(void *arg, size_t idx, const struct ur_span *s)
 	crc = ur_crc32c(0, s->dst, c->k->hdr.expert_bytes);
 	if (crc == e->crc)
 		return 0;
-	if (!c->bad)
-		ldr_err(-EIO, "%s: layer %d (index %u), expert %u: checksum %08x, expected %08x",
-			c->k->path, c->k->layer_ids[e->layer], e->layer,
-			e->expert, crc, e->crc);
+	if (!c->bad) {
+		c->bad_entry = (uint64_t)(e - c->k->table);
+		c->bad_crc = crc;
+	}
 	c->bad++;
 	return c->stop_on_bad ? -EIO : 0;
 }
@@ -142,11 +154,13 @@ KT_EXPORT int kt_ktw_verify(const char *path, uint64_t *bad)
 						     buf + j * k->hdr.blob_stride };
 		c.first = i;
 		ret = ur_read_spans(fd, spans, n, &ro, check_span, &c, NULL);
-		if (ret && !ldr_err_set())
+		if (ret)
 			ldr_err(ret, "%s: read failed: %s", path, strerror(-ret));
 	}
-	if (!ret && c.bad)
+	if (!ret && c.bad) {
+		check_report(&c);
 		ret = -EIO;
+	}
 	if (bad)
 		*bad = c.bad;
 out:
@@ -279,7 +293,9 @@ KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
 	ret = ur_read_spans(src, spans, k->n_entries + 1, &ro, check_span, &c,
 			    NULL);
 	if (ret) {
-		if (!ldr_err_set())
+		if (c.bad)
+			check_report(&c);
+		else
 			ldr_err(ret, "%s: read failed: %s", path, strerror(-ret));
 		goto out_unmap;
 	}

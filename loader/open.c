@@ -60,6 +60,9 @@ struct verify_ctx {
 	const struct ldr_ktw *k;
 	const uint64_t *entry_of;	/* span index -> table index */
 	bool verify;
+	bool bad;			/* the reader stops at the first */
+	uint64_t bad_entry;
+	uint32_t bad_crc;
 };
 
 static int blob_error(const struct ldr_ktw *k, uint64_t i, uint32_t crc)
@@ -80,8 +83,14 @@ static int span_done(void *arg, size_t idx, const struct ur_span *s)
 	if (!v->verify)
 		return 0;
 	crc = ur_crc32c(0, s->dst, v->k->hdr.expert_bytes);
-	if (crc != v->k->table[i].crc)
-		return blob_error(v->k, i, crc);
+	if (crc != v->k->table[i].crc) {
+		/* may run on the reader's helper thread: the message (thread
+		 * local) is written by the caller */
+		v->bad_entry = i;
+		v->bad_crc = crc;
+		v->bad = true;
+		return -EIO;
+	}
 	return 0;
 }
 
@@ -191,7 +200,8 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 	ro.no_uring = flags & KT_MODEL_F_NO_URING;
 	ro.region = p->mem.base;
 	ro.region_len = p->mem.len;
-	v = (struct verify_ctx){ k, entry_of, !(flags & KT_MODEL_F_NO_VERIFY) };
+	v = (struct verify_ctx){ .k = k, .entry_of = entry_of,
+				 .verify = !(flags & KT_MODEL_F_NO_VERIFY) };
 	t0 = core_now_ns();
 	ret = ur_read_spans(fd, spans, n, &ro, span_done, &v, &rs);
 	if (ret == -EINVAL && last_stats.direct) {
@@ -212,7 +222,9 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 	last_stats.block = ro.block ? ro.block : 4u << 20;
 	last_stats.depth = ro.depth ? ro.depth : 32;
 	last_stats.page_kb = p->mem.page >> 10;
-	if (ret && !ldr_err_set())
+	if (ret && v.bad)
+		blob_error(k, v.bad_entry, v.bad_crc);
+	else if (ret)
 		ldr_err(ret, "%s: read failed: %s", k->path, strerror(-ret));
 	if (nodes > 1 && ctx)
 		core_log(ctx, KT_LOG_DEBUG, "%s: placed on %u nodes", k->path,

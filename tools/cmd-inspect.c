@@ -3,6 +3,7 @@
  * cmd-inspect.c - `kt inspect FILE.ktw`: geometry, layers and sizes of a
  * .ktw, after validating its header and table.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,17 +11,97 @@
 #include <kt/kt.h>
 #include "tools/cmd.h"
 
-static int cmd_inspect(int argc, char **argv)
+static void usage(FILE *f)
 {
-	struct kt_ktw_info in;
-	int32_t *ids;
-	uint32_t i;
+	fprintf(f,
+		"usage: kt inspect FILE.ktw\n"
+		"       kt inspect --load [--block BYTES] [--depth N] [--no-verify]\n"
+		"                  [--no-uring] [--no-hugepage] FILE.ktw\n\n"
+		"--load opens the model as a server would (kt_model_open) and reports\n"
+		"how: bytes, time, throughput, io_uring or pread, O_DIRECT, page size.\n");
+}
+
+/* Open the model like a server does and say how the load went. */
+static int load(const char *path, struct kt_model_opts *mo)
+{
+	struct kt_ctx_opts co = { .sz = sizeof(co) };
+	struct kt_load_stats st;
+	struct kt_model_info mi;
+	struct kt_model *m = NULL;
+	struct kt_ctx *ctx = NULL;
+	double s;
 	int ret;
 
-	if (argc != 2 || !strcmp(argv[1], "--help")) {
-		fprintf(argc == 2 ? stdout : stderr, "usage: kt inspect FILE.ktw\n");
-		return argc == 2 ? 0 : 2;
+	ret = kt_ctx_create(&co, &ctx);
+	if (ret) {
+		fprintf(stderr, "kt inspect: context: %s\n", strerror(-ret));
+		return 1;
 	}
+	ret = kt_model_open(ctx, path, mo, &m);
+	kt_load_stats_get(&st);
+	if (ret) {
+		fprintf(stderr, "kt inspect: %s\n", kt_last_error());
+		kt_ctx_destroy(ctx);
+		return 1;
+	}
+	kt_model_get_info(m, &mi);
+	s = st.ns / 1e9;
+	if (st.mapped)
+		printf("load: mapped from hugetlbfs, %.1f MiB resident, %s checksums in %.3f s\n",
+		       mi.resident_bytes / 1048576.0,
+		       st.verified ? "verified" : "skipped", s);
+	else
+		printf("load: %.1f MiB in %.3f s = %.2f GB/s (%s%s, block %u KiB, depth %u, %s, %llu KiB pages)\n",
+		       st.bytes / 1048576.0, s, s > 0 ? st.bytes / s / 1e9 : 0.0,
+		       st.io_uring ? "io_uring" : "pread",
+		       st.direct ? " O_DIRECT" : "", st.block >> 10, st.depth,
+		       st.verified ? "CRC32C verified" : "not verified",
+		       (unsigned long long)st.page_kb);
+	kt_model_destroy(m);
+	kt_ctx_destroy(ctx);
+	return 0;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+	struct kt_model_opts mo = { .sz = sizeof(mo) };
+	struct kt_ktw_info in;
+	const char *path = NULL;
+	bool do_load = false;
+	int32_t *ids;
+	uint32_t i;
+	int a, ret;
+
+	for (a = 1; a < argc; a++) {
+		if (!strcmp(argv[a], "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[a], "--load")) {
+			do_load = true;
+		} else if (!strcmp(argv[a], "--no-verify")) {
+			mo.flags |= KT_MODEL_F_NO_VERIFY;
+		} else if (!strcmp(argv[a], "--no-uring")) {
+			mo.flags |= KT_MODEL_F_NO_URING;
+		} else if (!strcmp(argv[a], "--no-hugepage")) {
+			mo.flags |= KT_MODEL_F_NO_HUGEPAGE;
+		} else if (!strcmp(argv[a], "--block") && a + 1 < argc) {
+			mo.io_block = (uint32_t)strtoul(argv[++a], NULL, 0);
+		} else if (!strcmp(argv[a], "--depth") && a + 1 < argc) {
+			mo.io_depth = (uint32_t)strtoul(argv[++a], NULL, 0);
+		} else if (argv[a][0] != '-' && !path) {
+			path = argv[a];
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!path) {
+		usage(stderr);
+		return 2;
+	}
+	if (do_load)
+		return load(path, &mo);
+	argv[1] = (char *)path;
 	ret = kt_ktw_inspect(argv[1], &in, NULL, 0);
 	if (ret) {
 		fprintf(stderr, "kt inspect: %s\n", kt_last_error());

@@ -7,9 +7,11 @@
  */
 #include <errno.h>
 #include <liburing.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 
 #include "ktcore/core.h"
@@ -20,6 +22,10 @@
 #define UR_MAX_DEPTH	1024u
 #define UR_WINDOW	(64ull << 20)	/* registered in steps of this */
 #define UR_MAX_WINDOWS	16384u		/* the kernel's buffer table limit */
+#define UR_POPULATE_STEP (8ull << 20)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 struct ur_req {
 	uint64_t off;		/* where the remaining bytes are */
@@ -48,6 +54,20 @@ struct ur_state {
 	uint32_t n_windows;
 	uint32_t registered;	/* windows [0, registered) are in the table */
 	struct ur_read_stats *st;
+	/* the helper thread: callbacks and populating ahead of the reads */
+	bool helper;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	size_t *queue;		/* spans complete, in completion order */
+	size_t q_head, q_tail;	/* under @lock */
+	bool q_done;		/* no more pushes */
+	int helper_err;		/* first callback error (atomic) */
+	uint64_t populated;	/* region bytes claimed for faulting (atomic) */
+	bool populate;
+	bool pop_stop;		/* reads are over (atomic) */
+	bool pop_started;
+	pthread_t pop_thread;
 };
 
 bool ur_available(void)
@@ -137,13 +157,130 @@ static int account(struct ur_state *s, const struct ur_req *r)
 		if (b <= a)
 			continue;
 		s->left[i] -= b - a;
-		if (!s->left[i] && s->fn) {
-			ret = s->fn(s->arg, i, &s->spans[i]);
-			if (ret)
-				return ret;
+		if (s->left[i] || !s->fn)
+			continue;
+		if (s->helper) {
+			pthread_mutex_lock(&s->lock);
+			s->queue[s->q_tail++] = i;
+			pthread_cond_signal(&s->cond);
+			pthread_mutex_unlock(&s->lock);
+			continue;
 		}
+		ret = s->fn(s->arg, i, &s->spans[i]);
+		if (ret)
+			return ret;
 	}
-	return 0;
+	return __atomic_load_n(&s->helper_err, __ATOMIC_RELAXED);
+}
+
+/* Fault in the next step of the region; false when all of it is in. */
+static bool populate_step(struct ur_state *s)
+{
+	uint64_t done, len, i;
+
+	if (__atomic_load_n(&s->helper_err, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&s->pop_stop, __ATOMIC_RELAXED))
+		return false;
+	done = __atomic_fetch_add(&s->populated, UR_POPULATE_STEP,
+				  __ATOMIC_RELAXED);
+	if (done >= s->region_len)
+		return false;
+	len = s->region_len - done < UR_POPULATE_STEP ?
+	      s->region_len - done : UR_POPULATE_STEP;
+	if (madvise(s->region + done, len, MADV_POPULATE_WRITE)) {
+		/* older kernels: a write per page does the same */
+		for (i = 0; i < len; i += 4096)
+			__atomic_store_n(&s->region[done + i], 0, __ATOMIC_RELAXED);
+	}
+	return true;
+}
+
+static void *populate_main(void *arg)
+{
+	while (populate_step(arg))
+		;
+	return NULL;
+}
+
+/*
+ * The helper runs the callbacks (checksums) off the I/O thread, and in
+ * between faults in the destination ahead of the reads, so that neither
+ * first-touch zeroing nor hashing stalls the queue.
+ */
+static void *helper_main(void *arg)
+{
+	struct ur_state *s = arg;
+	size_t i;
+	int ret;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		if (s->q_head < s->q_tail) {
+			i = s->queue[s->q_head++];
+			pthread_mutex_unlock(&s->lock);
+			if (!__atomic_load_n(&s->helper_err, __ATOMIC_RELAXED)) {
+				ret = s->fn(s->arg, i, &s->spans[i]);
+				if (ret)
+					__atomic_store_n(&s->helper_err, ret,
+							 __ATOMIC_RELAXED);
+			}
+			pthread_mutex_lock(&s->lock);
+			continue;
+		}
+		if (s->q_done)
+			break;
+		if (s->populate) {
+			pthread_mutex_unlock(&s->lock);
+			if (!populate_step(s))
+				s->populate = false;
+			pthread_mutex_lock(&s->lock);
+			continue;
+		}
+		if (s->q_head == s->q_tail && !s->q_done)
+			pthread_cond_wait(&s->cond, &s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+static void helper_start(struct ur_state *s, bool populate)
+{
+	s->queue = malloc((s->n ? s->n : 1) * sizeof(*s->queue));
+	if (!s->queue)
+		return;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->populate = populate && s->region && s->region_len;
+	/* first touch of fresh memory can cost as much as the disk read
+	 * (zeroing; in VMs, host faults): a second thread shares it */
+	if (s->populate && !pthread_create(&s->pop_thread, NULL, populate_main, s))
+		s->pop_started = true;
+	if (pthread_create(&s->thread, NULL, helper_main, s)) {
+		free(s->queue);
+		s->queue = NULL;
+		return;
+	}
+	s->helper = true;
+}
+
+/* Wait for the queued callbacks; their first error, if any. */
+static int helper_stop(struct ur_state *s)
+{
+	if (!s->helper)
+		return 0;
+	__atomic_store_n(&s->pop_stop, true, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&s->lock);
+	s->q_done = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->thread, NULL);
+	if (s->pop_started)
+		pthread_join(s->pop_thread, NULL);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s->queue);
+	s->helper = false;
+	return s->helper_err;
 }
 
 static int read_pread(int fd, struct ur_state *s)
@@ -343,6 +480,9 @@ int ur_read_spans(int fd, const struct ur_span *spans, size_t n,
 				goto out;
 		}
 	}
+	/* a second CPU hashes and faults in while this one drives the I/O */
+	if (sysconf(_SC_NPROCESSORS_ONLN) > 1 && !(o && o->sync_cb) && fn)
+		helper_start(&s, !(o && o->no_populate));
 	if (!(o && o->no_uring) && ur_available()) {
 		ret = read_uring(fd, &s, depth, !(o && o->no_fixed));
 		/* io_uring_queue_init refused (memlock, seccomp): use pread;
@@ -352,6 +492,12 @@ int ur_read_spans(int fd, const struct ur_span *spans, size_t n,
 	}
 	ret = read_pread(fd, &s);
 out:
+	{
+		int herr = helper_stop(&s);
+
+		if (!ret)
+			ret = herr;
+	}
 	free(s.left);
 	return ret;
 }

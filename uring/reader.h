@@ -18,7 +18,11 @@ struct ur_span {
 	uint8_t *dst;
 };
 
-/* Called once per span, from the calling thread; nonzero aborts the read. */
+/*
+ * Called once per span, in completion order, from a helper thread when the
+ * machine has a second CPU (else, or with @sync_cb, from the caller's);
+ * nonzero aborts the read and is returned.
+ */
 typedef int (*ur_span_fn)(void *arg, size_t idx, const struct ur_span *s);
 
 struct ur_read_opts {
@@ -28,6 +32,8 @@ struct ur_read_opts {
 	bool no_fixed;		/* io_uring without registered buffers */
 	uint8_t *region;	/* memory holding every dst, registered in */
 	uint64_t region_len;	/* windows as the reads reach them */
+	bool sync_cb;		/* run callbacks on the calling thread */
+	bool no_populate;	/* do not fault @region in ahead of reads */
 };
 
 struct ur_read_stats {
