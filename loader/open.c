@@ -414,7 +414,7 @@ err:
 	}
 	free(blob_of);
 	if (ctx)
-		core_log(ctx, KT_LOG_ERROR, "%s", kt_last_error());
+		core_log(ctx, KT_LOG_DEBUG, "%s", kt_last_error());
 	ldr_ktw_close(k);
 	return ret;
 }

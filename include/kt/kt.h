@@ -357,9 +357,13 @@ struct kt_model_opts {
  * @opts: options, may be NULL.
  * @out: receives the model.
  *
+ * Every count, offset and size of the file is checked before use, and each
+ * blob's CRC32C unless KT_MODEL_F_NO_VERIFY (Documentation/loading.md).
+ *
  * Context: any thread; blocks while reading.
  * Return: 0; -ENOENT/-EACCES from open; -EINVAL a malformed file; -EIO a
- *	   short read or a checksum mismatch; -ENOMEM.
+ *	   short read or a checksum mismatch; -ENOMEM. kt_last_error() says
+ *	   which file, field or expert.
  */
 int kt_model_open(struct kt_ctx *ctx, const char *path,
 		  const struct kt_model_opts *opts, struct kt_model **out);
