@@ -17,7 +17,7 @@
 
 /* Scratch per node is sized to hold this many bytes for a token chunk. */
 #define MOE_SCRATCH_BUDGET	(512ull << 20)
-#define MOE_MIN_CHUNK		64u
+#define MOE_MIN_CHUNK		16u
 #define MOE_MAX_CHUNK		8192u
 /* Slots (token, expert pairs) a chunk holds, per token, before it is cut. */
 #define MOE_SLOTS_PER_TOKEN	8u
@@ -70,13 +70,16 @@ struct moe_node {
 	uint32_t *fill;		/* [experts] next free slot */
 	uint32_t *slot_tok;	/* [slots] token within the chunk */
 	float *slot_w;		/* [slots] */
-	struct moe_group *groups;	/* [slots / 1 + experts] */
+	struct moe_group *groups;	/* [max_groups()] */
 	uint32_t *done;		/* [groups][chunks] blocks finished */
 	float *a;		/* [slots][slice] */
 	uint8_t *aact;		/* [slots][arb] */
 	float *ypart;		/* [tokens][hidden] */
 	uint8_t *wscratch;	/* [threads][wsb] */
 };
+
+/* Largest token chunk; tests lower it to cover chunking with small T. */
+unsigned int kern_moe_max_chunk = MOE_MAX_CHUNK;
 
 struct moe_priv {
 	unsigned int n_nodes;
@@ -197,6 +200,9 @@ static void dims_chunk(struct moe_dims *d)
 	unsigned int t;
 
 	for (t = MOE_MAX_CHUNK; t > MOE_MIN_CHUNK; t /= 2)
+		if (t <= kern_moe_max_chunk)
+			break;
+	for (; t > MOE_MIN_CHUNK; t /= 2)
 		if ((size_t)t * per_token <= MOE_SCRATCH_BUDGET)
 			break;
 	d->tokens = t;
