@@ -7,10 +7,11 @@
 VERSION := 0.1.0
 SONAME := libkt.so.0
 
+comma := ,
 ifeq ($(SAN),)
 O ?= build
 else
-O ?= build/san-$(SAN)
+O ?= build/san-$(subst $(comma),-,$(SAN))
 endif
 obj := $(O)
 
@@ -45,6 +46,10 @@ ifneq ($(SAN),)
 BASE_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer
 SAN_LDFLAGS := -fsanitize=$(SAN)
 endif
+ifeq ($(SAN),thread)
+# TSan does not model fences; the fences pair with seq_cst atomics anyway
+BASE_CFLAGS += -Wno-tsan
+endif
 KT_CFLAGS := $(BASE_CFLAGS) $(CFLAGS)
 LIBS := -luring -lnuma -ljansson -ldl -lpthread -lm
 KT_LDFLAGS := $(SAN_LDFLAGS) $(LDFLAGS)
@@ -71,7 +76,7 @@ KT_BIN := $(obj)/kt
 .DELETE_ON_ERROR:
 .SECONDARY:
 .SUFFIXES:
-.PHONY: all clean check selftests install check-abi asan tsan FORCE
+.PHONY: all clean check check-all selftests install check-abi asan tsan FORCE
 
 all: $(LIBKT_SO) $(LIBKT_A) $(KT_BIN) $(obj)/kt.pc
 
@@ -98,17 +103,27 @@ $(LIBKT_A): $(LIB_OBJS)
 	$(quiet) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $(LIB_OBJS)
 
+# Whole archive: the per-ISA kernel objects are reached only through weak
+# references (kernels/ops.c), which never pull a member out of an archive.
+LIBKT_A_WHOLE = -Wl,--whole-archive $(LIBKT_A) -Wl,--no-whole-archive
+
 $(KT_BIN): $(TOOL_OBJS) $(LIBKT_A)
 	$(quiet) LD $@
-	$(Q)$(CC) $(KT_LDFLAGS) -pthread -o $@ $(TOOL_OBJS) $(LIBKT_A) $(LIBS)
+	$(Q)$(CC) $(KT_LDFLAGS) -pthread -o $@ $(TOOL_OBJS) $(LIBKT_A_WHOLE) $(LIBS)
 
 $(obj)/selftests/%: selftests/%.c $(LIBKT_A) selftests/kt_test.h $(obj)/selftests/%.flags
 	@mkdir -p $(@D)
 	$(quiet) CC $@
 	$(Q)$(CC) $(call flags_of,$<) -Iselftests -MMD -MP -MF $@.d -o $@ $< \
-		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
+		$(LIBKT_A_WHOLE) $(KT_LDFLAGS) $(LIBS)
 
-$(obj)/kt.pc: Makefile
+# kt.pc names the install paths: regenerate it when they change.
+PC_VARS := $(PREFIX) $(LIBDIR) $(INCDIR) $(VERSION)
+$(obj)/kt.pc.vars: FORCE
+	@mkdir -p $(@D)
+	@echo '$(PC_VARS)' | cmp -s - $@ || echo '$(PC_VARS)' > $@
+
+$(obj)/kt.pc: Makefile $(obj)/kt.pc.vars
 	@mkdir -p $(@D)
 	$(quiet) GEN $@
 	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' \
@@ -120,7 +135,16 @@ $(obj)/kt.pc: Makefile
 selftests: $(TEST_BINS) $(KT_BIN)
 
 check: selftests
-	$(Q)KT_BIN=$(abspath $(KT_BIN)) scripts/run-selftests.sh $(TEST_BINS)
+	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS)
+
+# What CI runs: the ABI check, then the selftests plain and under
+# ASan+UBSan, with one summary line at the end.
+CHECK_SAN := address,undefined
+SAN_O := build/san-$(subst $(comma),-,$(CHECK_SAN))
+check-all: selftests check-abi
+	$(Q)$(MAKE) --no-print-directory SAN=$(CHECK_SAN) selftests
+	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS) \
+		--kt $(SAN_O)/kt $(TEST_BINS:$(obj)/%=$(SAN_O)/%)
 
 check-abi: $(LIBKT_SO)
 	$(Q)scripts/check-abi.sh $(LIBKT_SO)
