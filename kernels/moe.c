@@ -298,7 +298,7 @@ int kern_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 	return core_ctx_exec(ctx, reserve_fn, &ra);
 }
 
-/* ---- phase 1: prepare activations, route ---------------------------------- */
+/* ---- phase 1: prepare activations, route --------------------------------- */
 
 static int64_t load_id(const struct kt_moe_args *a, size_t i)
 {
@@ -572,7 +572,7 @@ static void phase_reduce(void *arg, const struct core_worker_info *w)
 		store_rows(j, b0 * 16, b1 * 16, j->priv->n_nodes);
 }
 
-/* ---- the op ---------------------------------------------------------------- */
+/* ---- the op -------------------------------------------------------------- */
 
 static int validate(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 {
