@@ -414,17 +414,20 @@ TEST(deterministic_threads)
 {
 	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
 					    KT_QUANT_BF16 };
-	unsigned int qi;
+	/* 7 tokens: the leader prepares alone; 150: all workers do */
+	static const unsigned int Ts[] = { 7, 150 };
+	unsigned int qi, ti;
 
-	for (qi = 0; qi < 3; qi++) {
-		double e1, e2;
-		void *y1 = run_det(_metadata, 1, qs[qi], 70, &e1);
-		void *y2 = run_det(_metadata, 2, qs[qi], 70, &e2);
+	for (qi = 0; qi < 3; qi++)
+		for (ti = 0; ti < 2; ti++) {
+			double e1, e2;
+			void *y1 = run_det(_metadata, 1, qs[qi], Ts[ti], &e1);
+			void *y2 = run_det(_metadata, 2, qs[qi], Ts[ti], &e2);
 
-		ASSERT_EQ(memcmp(y1, y2, (size_t)70 * 256 * 4), 0);
-		free(y1);
-		free(y2);
-	}
+			ASSERT_EQ(memcmp(y1, y2, (size_t)Ts[ti] * 256 * 4), 0);
+			free(y1);
+			free(y2);
+		}
 }
 
 /* Two (fake) NUMA nodes each computing a slice of I; the sum is right. */
