@@ -17,12 +17,15 @@
 
 /* Scratch per node is sized to hold this many bytes for a token chunk. */
 #define MOE_SCRATCH_BUDGET	(512ull << 20)
-#define MOE_MIN_CHUNK		64u
+#define MOE_MIN_CHUNK		16u
 #define MOE_MAX_CHUNK		8192u
 /* Slots (token, expert pairs) a chunk holds, per token, before it is cut. */
 #define MOE_SLOTS_PER_TOKEN	8u
 /* Tasks per worker a phase aims for, so that the last ones balance. */
 #define MOE_TASKS_PER_WORKER	4u
+
+/* Up to this many x elements (over nodes) the leader prepares alone. */
+#define MOE_INLINE_PREPARE	32768u
 
 #define CACHELINE 64
 
@@ -70,13 +73,16 @@ struct moe_node {
 	uint32_t *fill;		/* [experts] next free slot */
 	uint32_t *slot_tok;	/* [slots] token within the chunk */
 	float *slot_w;		/* [slots] */
-	struct moe_group *groups;	/* [slots / 1 + experts] */
+	struct moe_group *groups;	/* [max_groups()] */
 	uint32_t *done;		/* [groups][chunks] blocks finished */
 	float *a;		/* [slots][slice] */
 	uint8_t *aact;		/* [slots][arb] */
 	float *ypart;		/* [tokens][hidden] */
 	uint8_t *wscratch;	/* [threads][wsb] */
 };
+
+/* Largest token chunk; tests lower it to cover chunking with small T. */
+unsigned int kern_moe_max_chunk = MOE_MAX_CHUNK;
 
 struct moe_priv {
 	unsigned int n_nodes;
@@ -197,6 +203,9 @@ static void dims_chunk(struct moe_dims *d)
 	unsigned int t;
 
 	for (t = MOE_MAX_CHUNK; t > MOE_MIN_CHUNK; t /= 2)
+		if (t <= kern_moe_max_chunk)
+			break;
+	for (; t > MOE_MIN_CHUNK; t /= 2)
 		if ((size_t)t * per_token <= MOE_SCRATCH_BUDGET)
 			break;
 	d->tokens = t;
@@ -292,7 +301,7 @@ int kern_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 	return core_ctx_exec(ctx, reserve_fn, &ra);
 }
 
-/* ---- phase 1: prepare activations, route ---------------------------------- */
+/* ---- phase 1: prepare activations, route --------------------------------- */
 
 static int64_t load_id(const struct kt_moe_args *a, size_t i)
 {
@@ -392,25 +401,49 @@ static void plan(const struct moe_job *j, struct moe_node *n,
 	__atomic_store_n(&n->next_down, 0, __ATOMIC_RELAXED);
 }
 
-static void phase_prepare(void *arg, const struct core_worker_info *w)
+/* Quantize the chunk's x rows [t0, t1) into node @n's buffer. */
+static void prepare_rows(const struct moe_job *j, struct moe_node *n,
+			 unsigned int t0, unsigned int t1)
 {
-	const struct moe_job *j = arg;
 	const struct kt_moe_args *a = j->args;
-	struct moe_node *n = j->priv->nodes[w->node_idx];
 	size_t esz = a->x_dtype == KT_DTYPE_BF16 ? 2 : 4;
-	unsigned int t0 = j->tc * w->id / w->n_node;
-	unsigned int t1 = j->tc * (w->id + 1) / w->n_node;
 
-	if (w->id == 0) {
-		route(j, n);
-		plan(j, n, w->n_node);
-	}
 	if (t1 > t0)
 		j->qo->act_prepare((const uint8_t *)a->x +
 				   ((size_t)j->t0 + t0) * j->H * esz,
 				   (size_t)j->H * esz, a->x_dtype, t1 - t0,
 				   j->H, j->group, n->xact + t0 * j->xrb,
 				   j->xrb);
+}
+
+static void phase_prepare(void *arg, const struct core_worker_info *w)
+{
+	const struct moe_job *j = arg;
+	struct moe_node *n = j->priv->nodes[w->node_idx];
+
+	if (w->id == 0) {
+		route(j, n);
+		plan(j, n, w->n_node);
+	}
+	prepare_rows(j, n, j->tc * w->id / w->n_node,
+		     j->tc * (w->id + 1) / w->n_node);
+}
+
+/*
+ * Few tokens (decode): the leader prepares every node itself, which costs
+ * less than a fork-join; the result is the same.
+ */
+static void prepare_inline(const struct moe_job *j)
+{
+	unsigned int i;
+
+	for (i = 0; i < j->priv->n_nodes; i++) {
+		struct moe_node *n = j->priv->nodes[i];
+
+		route(j, n);
+		plan(j, n, core_ctx_node_threads(j->ctx, i));
+		prepare_rows(j, n, 0, j->tc);
+	}
 }
 
 /* ---- phase 2: gate + up, intermediate quantized per finished chunk ------- */
@@ -461,38 +494,54 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 
 /* ---- phase 3: down, per column block over every expert in order ---------- */
 
-static void store_rows(const struct moe_job *j, const float *src,
-		       size_t src_stride, unsigned int n0, unsigned int n1,
-		       unsigned int n_src)
+/*
+ * y[t][n0:n1] = (sum of the nodes' partial y, in node order) for every
+ * token of the chunk, converted to y's dtype, added to y if accumulating.
+ */
+static void store_rows(const struct moe_job *j, unsigned int n0,
+		       unsigned int n1, unsigned int n_src)
 {
 	const struct kt_moe_args *a = j->args;
 	bool acc = a->flags & KT_MOE_F_ACCUMULATE;
-	unsigned int t, c;
+	float sum[256];
+	unsigned int t, c, c0, s, len;
 
 	for (t = 0; t < j->tc; t++) {
 		size_t row = (size_t)(j->t0 + t) * j->H;
 
-		for (c = n0; c < n1; c++) {
-			float v = src[(size_t)t * j->H + c];
-			unsigned int s;
+		for (c0 = n0; c0 < n1; c0 += len) {
+			const float *v = j->priv->nodes[0]->ypart +
+				(size_t)t * j->H + c0;
 
-			/* nodes in index order: the same sum every run */
-			for (s = 1; s < n_src; s++)
-				v += j->priv->nodes[s]->ypart[(size_t)t * j->H + c];
+			len = n1 - c0 < 256 ? n1 - c0 : 256;
+			if (n_src > 1) {
+				memcpy(sum, v, len * 4);
+				for (s = 1; s < n_src; s++) {
+					const float *p = j->priv->nodes[s]->ypart +
+						(size_t)t * j->H + c0;
+
+					for (c = 0; c < len; c++)
+						sum[c] += p[c];
+				}
+				v = sum;
+			}
 			if (a->y_dtype == KT_DTYPE_BF16) {
-				uint16_t *y = (uint16_t *)a->y + row + c;
+				uint16_t *y = (uint16_t *)a->y + row + c0;
 
-				if (acc)
-					v = kern_bf16_to_f32(*y) + v;
-				*y = kern_f32_to_bf16(v);
+				for (c = 0; c < len; c++)
+					y[c] = kern_f32_to_bf16(acc ?
+						kern_bf16_to_f32(y[c]) + v[c] :
+						v[c]);
+			} else if (acc) {
+				float *y = (float *)a->y + row + c0;
+
+				for (c = 0; c < len; c++)
+					y[c] += v[c];
 			} else {
-				float *y = (float *)a->y + row + c;
-
-				*y = acc ? *y + v : v;
+				memcpy((float *)a->y + row + c0, v, len * 4);
 			}
 		}
 	}
-	(void)src_stride;
 }
 
 static void phase_down(void *arg, const struct core_worker_info *w)
@@ -530,7 +579,7 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 				j->qo->down(&da);
 		}
 		if (last)
-			store_rows(j, n->ypart, j->H, n0, n1, 1);
+			store_rows(j, n0, n1, 1);
 	}
 }
 
@@ -547,11 +596,10 @@ static void phase_reduce(void *arg, const struct core_worker_info *w)
 	b0 = blocks * w->global / nw;
 	b1 = blocks * (w->global + 1) / nw;
 	if (b1 > b0)
-		store_rows(j, j->priv->nodes[0]->ypart, j->H, b0 * 16,
-			   b1 * 16, j->priv->n_nodes);
+		store_rows(j, b0 * 16, b1 * 16, j->priv->n_nodes);
 }
 
-/* ---- the op ---------------------------------------------------------------- */
+/* ---- the op -------------------------------------------------------------- */
 
 static int validate(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 {
@@ -630,7 +678,10 @@ int kern_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	}
 	for (j.t0 = 0; j.t0 < a->tokens; j.t0 += j.tc) {
 		j.tc = a->tokens - j.t0 < chunk ? a->tokens - j.t0 : chunk;
-		core_ctx_run(ctx, phase_prepare, &j);
+		if ((size_t)j.tc * j.H * priv->n_nodes <= MOE_INLINE_PREPARE)
+			prepare_inline(&j);
+		else
+			core_ctx_run(ctx, phase_prepare, &j);
 		core_ctx_run(ctx, phase_gate_up, &j);
 		core_ctx_run(ctx, phase_down, &j);
 		if (priv->n_nodes > 1)
