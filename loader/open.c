@@ -169,8 +169,10 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* a node's slice of an expert is megabytes: with several nodes,
+	 * 1 GiB pages could not keep the slices apart */
 	ret = ldr_mem_alloc(n * stride, !(flags & KT_MODEL_F_NO_HUGEPAGE),
-			    &p->mem);
+			    nodes == 1, &p->mem);
 	if (ret) {
 		ldr_err(ret, "%s: cannot map %llu bytes for the model", k->path,
 			(unsigned long long)(n * stride));
