@@ -244,8 +244,10 @@ static int out_commit(struct conv *c)
 	if (c->anon_tmp) {
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", c->fd);
 		unlink(c->tmp_path);	/* a stale one of a dead pid */
+		/* without /proc, AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH) */
 		if (linkat(AT_FDCWD, proc, AT_FDCWD, c->tmp_path,
-			   AT_SYMLINK_FOLLOW)) {
+			   AT_SYMLINK_FOLLOW) &&
+		    linkat(c->fd, "", AT_FDCWD, c->tmp_path, AT_EMPTY_PATH)) {
 			ret = -errno;
 			return ldr_err(ret, "%s: link: %s", c->tmp_path,
 				       strerror(errno));
