@@ -62,5 +62,9 @@ KERN_DECLARE_ISA(avx2);
 KERN_DECLARE_ISA(avxvnni);
 KERN_DECLARE_ISA(avx512);
 KERN_DECLARE_ISA(amx);
+KERN_DECLARE_ISA(avxvnni_evex);
+
+/* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
+extern const struct kern_ops kern_ops_avxvnni_evex;
 
 #endif /* KT_KERNELS_SIMD_H */
