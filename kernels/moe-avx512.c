@@ -388,6 +388,16 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 	}
 }
 
+void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
+			      unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i += 16)
+		_mm512_storeu_ps(out + i, kern_silu_mul_avx512(
+			_mm512_loadu_ps(g + i), _mm512_loadu_ps(u + i)));
+}
+
 /* ---- gate + up ------------------------------------------------------------ */
 
 AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,

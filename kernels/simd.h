@@ -64,6 +64,16 @@ KERN_DECLARE_ISA(avx512);
 KERN_DECLARE_ISA(amx);
 KERN_DECLARE_ISA(avxvnni_evex);
 
+/* out[i] = silu(g[i]) * u[i], @n a multiple of 16 (AMX post-processing). */
+void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
+			      unsigned int n);
+
+/*
+ * Tokens per expert from which the AMX variant runs its tile kernels
+ * instead of the AVX-512 ones (reasoning: Documentation/kernels.md).
+ */
+#define KERN_AMX_MIN_M	16
+
 /* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
 extern const struct kern_ops kern_ops_avxvnni_evex;
 
