@@ -49,8 +49,11 @@ static void act_prepare_q8(const void *src, size_t src_stride,
 		uint8_t *d = dst + r * dst_stride;
 		float amax = 0.0f, inv, scale;
 
-		for (k = 0; k < K; k++)
-			amax = fmaxf(amax, fabsf(load_src(s, dtype, k)));
+		for (k = 0; k < K; k++) {
+			float v = fabsf(load_src(s, dtype, k));
+
+			amax = v > amax ? v : amax;
+		}
 		inv = amax > 0.0f ? 127.0f / amax : 0.0f;
 		scale = amax / 127.0f;
 		for (k = 0; k < K; k++)

@@ -17,7 +17,7 @@
 
 /* Scratch per node is sized to hold this many bytes for a token chunk. */
 #define MOE_SCRATCH_BUDGET	(512ull << 20)
-#define MOE_MIN_CHUNK		64u
+#define MOE_MIN_CHUNK		16u
 #define MOE_MAX_CHUNK		8192u
 /* Slots (token, expert pairs) a chunk holds, per token, before it is cut. */
 #define MOE_SLOTS_PER_TOKEN	8u
@@ -70,13 +70,16 @@ struct moe_node {
 	uint32_t *fill;		/* [experts] next free slot */
 	uint32_t *slot_tok;	/* [slots] token within the chunk */
 	float *slot_w;		/* [slots] */
-	struct moe_group *groups;	/* [slots / 1 + experts] */
+	struct moe_group *groups;	/* [max_groups()] */
 	uint32_t *done;		/* [groups][chunks] blocks finished */
 	float *a;		/* [slots][slice] */
 	uint8_t *aact;		/* [slots][arb] */
 	float *ypart;		/* [tokens][hidden] */
 	uint8_t *wscratch;	/* [threads][wsb] */
 };
+
+/* Largest token chunk; tests lower it to cover chunking with small T. */
+unsigned int kern_moe_max_chunk = MOE_MAX_CHUNK;
 
 struct moe_priv {
 	unsigned int n_nodes;
@@ -197,6 +200,9 @@ static void dims_chunk(struct moe_dims *d)
 	unsigned int t;
 
 	for (t = MOE_MAX_CHUNK; t > MOE_MIN_CHUNK; t /= 2)
+		if (t <= kern_moe_max_chunk)
+			break;
+	for (; t > MOE_MIN_CHUNK; t /= 2)
 		if ((size_t)t * per_token <= MOE_SCRATCH_BUDGET)
 			break;
 	d->tokens = t;
@@ -461,38 +467,54 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 
 /* ---- phase 3: down, per column block over every expert in order ---------- */
 
-static void store_rows(const struct moe_job *j, const float *src,
-		       size_t src_stride, unsigned int n0, unsigned int n1,
-		       unsigned int n_src)
+/*
+ * y[t][n0:n1] = (sum of the nodes' partial y, in node order) for every
+ * token of the chunk, converted to y's dtype, added to y if accumulating.
+ */
+static void store_rows(const struct moe_job *j, unsigned int n0,
+		       unsigned int n1, unsigned int n_src)
 {
 	const struct kt_moe_args *a = j->args;
 	bool acc = a->flags & KT_MOE_F_ACCUMULATE;
-	unsigned int t, c;
+	float sum[256];
+	unsigned int t, c, c0, s, len;
 
 	for (t = 0; t < j->tc; t++) {
 		size_t row = (size_t)(j->t0 + t) * j->H;
 
-		for (c = n0; c < n1; c++) {
-			float v = src[(size_t)t * j->H + c];
-			unsigned int s;
+		for (c0 = n0; c0 < n1; c0 += len) {
+			const float *v = j->priv->nodes[0]->ypart +
+				(size_t)t * j->H + c0;
 
-			/* nodes in index order: the same sum every run */
-			for (s = 1; s < n_src; s++)
-				v += j->priv->nodes[s]->ypart[(size_t)t * j->H + c];
+			len = n1 - c0 < 256 ? n1 - c0 : 256;
+			if (n_src > 1) {
+				memcpy(sum, v, len * 4);
+				for (s = 1; s < n_src; s++) {
+					const float *p = j->priv->nodes[s]->ypart +
+						(size_t)t * j->H + c0;
+
+					for (c = 0; c < len; c++)
+						sum[c] += p[c];
+				}
+				v = sum;
+			}
 			if (a->y_dtype == KT_DTYPE_BF16) {
-				uint16_t *y = (uint16_t *)a->y + row + c;
+				uint16_t *y = (uint16_t *)a->y + row + c0;
 
-				if (acc)
-					v = kern_bf16_to_f32(*y) + v;
-				*y = kern_f32_to_bf16(v);
+				for (c = 0; c < len; c++)
+					y[c] = kern_f32_to_bf16(acc ?
+						kern_bf16_to_f32(y[c]) + v[c] :
+						v[c]);
+			} else if (acc) {
+				float *y = (float *)a->y + row + c0;
+
+				for (c = 0; c < len; c++)
+					y[c] += v[c];
 			} else {
-				float *y = (float *)a->y + row + c;
-
-				*y = acc ? *y + v : v;
+				memcpy((float *)a->y + row + c0, v, len * 4);
 			}
 		}
 	}
-	(void)src_stride;
 }
 
 static void phase_down(void *arg, const struct core_worker_info *w)
@@ -530,7 +552,7 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 				j->qo->down(&da);
 		}
 		if (last)
-			store_rows(j, n->ypart, j->H, n0, n1, 1);
+			store_rows(j, n0, n1, 1);
 	}
 }
 
@@ -547,8 +569,7 @@ static void phase_reduce(void *arg, const struct core_worker_info *w)
 	b0 = blocks * w->global / nw;
 	b1 = blocks * (w->global + 1) / nw;
 	if (b1 > b0)
-		store_rows(j, j->priv->nodes[0]->ypart, j->H, b0 * 16,
-			   b1 * 16, j->priv->n_nodes);
+		store_rows(j, b0 * 16, b1 * 16, j->priv->n_nodes);
 }
 
 /* ---- the op ---------------------------------------------------------------- */

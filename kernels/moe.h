@@ -19,6 +19,12 @@ int kern_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);
  */
 int kern_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m);
 
+/*
+ * Largest token chunk the scratch is sized for (default 8192, a power of
+ * two >= 16); read by kern_moe_reserve(). For tests.
+ */
+extern unsigned int kern_moe_max_chunk;
+
 /* Kernels exist for @isa in this build (core_ctx_create's callback). */
 bool kern_isa_available(enum kt_isa isa);
 

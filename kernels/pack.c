@@ -115,99 +115,178 @@ size_t kern_pack_elem_off(const struct kern_pack_layout *l,
 	return tile * KERN_TILE_BYTES + in;
 }
 
-static float src_get(const void *src, enum kt_dtype dtype, size_t i)
+/* Rows [n0, n0 + rows) of the source as f32. */
+static void load_rows(const void *src, enum kt_dtype dtype, size_t stride,
+		      unsigned int n0, unsigned int rows, unsigned int K,
+		      float *dst)
 {
-	switch (dtype) {
-	case KT_DTYPE_BF16:
-		return kern_bf16_to_f32(((const uint16_t *)src)[i]);
-	case KT_DTYPE_F16:
-		return kern_f16_to_f32(((const uint16_t *)src)[i]);
-	default:
-		return ((const float *)src)[i];
+	unsigned int r, k;
+
+	for (r = 0; r < rows; r++) {
+		size_t base = (size_t)(n0 + r) * stride;
+		float *d = dst + (size_t)r * K;
+
+		switch (dtype) {
+		case KT_DTYPE_BF16: {
+			const uint16_t *h = (const uint16_t *)src + base;
+
+			for (k = 0; k < K; k++)
+				d[k] = kern_bf16_to_f32(h[k]);
+			break;
+		}
+		case KT_DTYPE_F16: {
+			const uint16_t *h = (const uint16_t *)src + base;
+
+			for (k = 0; k < K; k++)
+				d[k] = kern_f16_to_f32(h[k]);
+			break;
+		}
+		default:
+			memcpy(d, (const float *)src + base, (size_t)K * 4);
+			break;
+		}
 	}
 }
 
-/* Symmetric quantization of @len values to [-qmax, qmax]; returns scale. */
+/*
+ * Symmetric quantization of @len values to [-qmax, qmax]; returns the
+ * scale. q = round(v / scale), halves away from zero, written without
+ * libm calls so that the loop vectorizes (|v / scale| <= qmax).
+ */
 static float quant_run(const float *v, unsigned int len, int qmax,
 		       int8_t *q)
 {
 	float amax = 0.0f, scale;
 	unsigned int i;
 
-	for (i = 0; i < len; i++)
-		amax = fmaxf(amax, fabsf(v[i]));
-	scale = amax / (float)qmax;
 	for (i = 0; i < len; i++) {
-		float r = scale > 0.0f ? roundf(v[i] / scale) : 0.0f;
+		float a = v[i] < 0 ? -v[i] : v[i];
 
-		if (r > qmax)
-			r = (float)qmax;
-		if (r < -qmax)
-			r = (float)-qmax;
-		q[i] = (int8_t)r;
+		amax = a > amax ? a : amax;
+	}
+	scale = amax / (float)qmax;
+	if (!(scale > 0.0f)) {
+		memset(q, 0, len);
+		return 0.0f;
+	}
+	for (i = 0; i < len; i++) {
+		float x = v[i] / scale;
+		int t = (int)x;			/* toward zero */
+		float f = x - (float)t;		/* exact */
+
+		t += (f >= 0.5f) - (f <= -0.5f);
+		t = t > qmax ? qmax : t < -qmax ? -qmax : t;
+		q[i] = (int8_t)t;
 	}
 	return scale;
+}
+
+/* Tile @kb of output block @nb of matrix @id. */
+static uint8_t *tile_at(const struct kern_pack_layout *l, enum kern_mat_id id,
+			uint8_t *tiles, unsigned int N, unsigned int K,
+			unsigned int nb, unsigned int kb)
+{
+	size_t t;
+
+	if (id == KERN_MAT_DOWN) {
+		unsigned int p = l->kc / l->kt;
+
+		t = (size_t)(kb / p) * (N / 16) * p + (size_t)nb * p + kb % p;
+	} else {
+		t = (size_t)nb * (K / l->kt) + kb;
+	}
+	return tiles + t * KERN_TILE_BYTES;
+}
+
+/* Write the 16 rows @q ([16][K] int8 or bf16) into their tiles. */
+static void write_tiles(const struct kern_pack_layout *l, enum kern_mat_id id,
+			uint8_t *tiles, unsigned int N, unsigned int K,
+			unsigned int nb, const void *q)
+{
+	const int8_t *q8 = q;
+	const uint16_t *h = q;
+	unsigned int kb, c, r, i;
+
+	for (kb = 0; kb < K / l->kt; kb++) {
+		uint8_t *t = tile_at(l, id, tiles, N, K, nb, kb);
+
+		for (c = 0; c < 16; c++) {
+			for (r = 0; r < 16; r++) {
+				uint8_t *d = t + c * 64 + r * 4;
+				size_t row = (size_t)r * K;
+
+				switch (l->quant) {
+				case KT_QUANT_INT8:
+					memcpy(d, q8 + row + kb * 64 + c * 4, 4);
+					break;
+				case KT_QUANT_BF16:
+					memcpy(d, h + row + kb * 32 + c * 2, 4);
+					break;
+				default:
+					for (i = 0; i < 4; i++) {
+						size_t k = row + kb * 128 +
+							c * 4 + i;
+
+						d[i] = (uint8_t)((q8[k] + 8) |
+							((q8[k + 64] + 8) << 4));
+					}
+					break;
+				}
+			}
+		}
+	}
 }
 
 int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 		     const void *src, enum kt_dtype dtype, size_t src_stride,
 		     uint8_t *blob)
 {
-	size_t esz = dtype == KT_DTYPE_F32 ? 4 : 2;
 	uint8_t *tiles = blob + l->tiles_off[id];
 	float *scales = (float *)(blob + l->scales_off[id]);
-	unsigned int N, K, n, k, g;
-	float *row;
-	int8_t *q;
+	unsigned int N, K, nb, r, g, k;
+	float *rows;
+	void *q;
 
 	if (dtype != KT_DTYPE_F32 && dtype != KT_DTYPE_BF16 &&
 	    dtype != KT_DTYPE_F16)
 		return -EINVAL;
 	mat_dims(l, id, &N, &K);
-	row = malloc((size_t)K * (sizeof(float) + 1));
-	if (!row)
+	rows = malloc((size_t)16 * K * sizeof(float));
+	q = malloc((size_t)16 * K * 2);
+	if (!rows || !q) {
+		free(rows);
+		free(q);
 		return -ENOMEM;
-	q = (int8_t *)(row + K);
-	for (n = 0; n < N; n++) {
-		const uint8_t *s = (const uint8_t *)src + n * src_stride * esz;
-
-		for (k = 0; k < K; k++)
-			row[k] = src_get(s, dtype, k);
-		switch (l->quant) {
-		case KT_QUANT_INT8:
-			scales[n] = quant_run(row, K, 127, q);
-			for (k = 0; k < K; k++)
-				tiles[kern_pack_elem_off(l, id, n, k)] =
-					(uint8_t)q[k];
-			break;
-		case KT_QUANT_INT4:
-			for (g = 0; g < K / l->group; g++)
-				scales[(size_t)g * N + n] =
-					quant_run(row + g * l->group,
-						  l->group, 7,
-						  q + g * l->group);
-			for (k = 0; k < K; k++) {
-				uint8_t *b = tiles + kern_pack_elem_off(l, id,
-									n, k);
-				uint8_t nib = (uint8_t)(q[k] + 8);
-
-				if (k % 128 < 64)
-					*b = (uint8_t)((*b & 0xf0) | nib);
-				else
-					*b = (uint8_t)((*b & 0x0f) | nib << 4);
-			}
-			break;
-		default:
-			for (k = 0; k < K; k++) {
-				uint16_t h = kern_f32_to_bf16(row[k]);
-
-				memcpy(tiles + kern_pack_elem_off(l, id, n, k),
-				       &h, 2);
-			}
-			break;
-		}
 	}
-	free(row);
+	for (nb = 0; nb < N / 16; nb++) {
+		load_rows(src, dtype, src_stride, nb * 16, 16, K, rows);
+		for (r = 0; r < 16; r++) {
+			const float *v = rows + (size_t)r * K;
+			unsigned int n = nb * 16 + r;
+
+			switch (l->quant) {
+			case KT_QUANT_INT8:
+				scales[n] = quant_run(v, K, 127,
+						      (int8_t *)q + (size_t)r * K);
+				break;
+			case KT_QUANT_INT4:
+				for (g = 0; g < K / l->group; g++)
+					scales[(size_t)g * N + n] = quant_run(
+						v + g * l->group, l->group, 7,
+						(int8_t *)q + (size_t)r * K +
+						g * l->group);
+				break;
+			default:
+				for (k = 0; k < K; k++)
+					((uint16_t *)q)[(size_t)r * K + k] =
+						kern_f32_to_bf16(v[k]);
+				break;
+			}
+		}
+		write_tiles(l, id, tiles, N, K, nb, q);
+	}
+	free(rows);
+	free(q);
 	return 0;
 }
 

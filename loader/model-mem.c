@@ -115,6 +115,8 @@ static int alloc_blobs(struct kt_ctx *ctx, struct mem_model *mm,
 		return -ENOMEM;
 	}
 	mm->mapped = true;
+	/* 2 MiB pages still fit inside each node's slices of a blob */
+	madvise(mm->base, mm->bytes, MADV_HUGEPAGE);
 	if (numa_available() >= 0)
 		bind_slices(ctx, l, mm->base, n_blobs, stride);
 	return 0;

@@ -334,12 +334,16 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  * @flags: KT_MODEL_F_*.
  * @expert_mask: optional bitmap of E bits; set bits are experts that live
  *	 elsewhere (the GPU) and are not loaded.
+ * @io_block: bytes per read request, a multiple of 4096 (0: 4 MiB).
+ * @io_depth: read requests in flight (0: 32).
  */
 struct kt_model_opts {
 	size_t sz;
 	uint32_t flags;
 	const uint64_t *expert_mask;
-	uint32_t reserved[8];
+	uint32_t io_block;
+	uint32_t io_depth;
+	uint32_t reserved[6];
 };
 
 #define KT_MODEL_F_NO_VERIFY	(1u << 0)	/* skip CRC32C checks */
@@ -353,9 +357,13 @@ struct kt_model_opts {
  * @opts: options, may be NULL.
  * @out: receives the model.
  *
+ * Every count, offset and size of the file is checked before use, and each
+ * blob's CRC32C unless KT_MODEL_F_NO_VERIFY (Documentation/loading.md).
+ *
  * Context: any thread; blocks while reading.
  * Return: 0; -ENOENT/-EACCES from open; -EINVAL a malformed file; -EIO a
- *	   short read or a checksum mismatch; -ENOMEM.
+ *	   short read or a checksum mismatch; -ENOMEM. kt_last_error() says
+ *	   which file, field or expert.
  */
 int kt_model_open(struct kt_ctx *ctx, const char *path,
 		  const struct kt_model_opts *opts, struct kt_model **out);
@@ -454,5 +462,6 @@ int kt_moe_forward(struct kt_ctx *ctx, struct kt_model *m,
 #endif
 
 #include <kt/ring.h>
+#include <kt/ktw.h>
 
 #endif /* KT_KT_H */

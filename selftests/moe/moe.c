@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "kt_test.h"
+#include "kernels/moe.h"
 #include "model.h"
 
 /* rel MAE bounds of the assignment, per quantization */
@@ -442,6 +443,75 @@ TEST(two_nodes)
 		y = run_det(_metadata, 0, (enum kt_quant)q, 41, &e);
 		TH_LOG("2 nodes %s: rel MAE %.4f", kt_quant_name((enum kt_quant)q), e);
 		free(y);
+	}
+}
+
+/* T much larger than the token chunk: many chunks, k = 16 cuts it more. */
+TEST(token_chunks)
+{
+	static const unsigned int ks[] = { 3, 16 };
+	struct env v;
+	unsigned int i;
+
+	kern_moe_max_chunk = 16;
+	ASSERT_EQ(env_init(&v, 0, KT_QUANT_INT8, 0, 128, 256, 5, 1,
+			   KT_DTYPE_F32), 0);
+	ASSERT_EQ(tm_create(&v.t, v.ctx, KT_QUANT_INT8, 0, &v.m), 0);
+	for (i = 0; i < 2; i++) {
+		struct tcase c = {
+			.T = 77, .k = ks[i], .x_dt = KT_DTYPE_BF16,
+			.ids_dt = KT_DTYPE_I64, .y_dt = KT_DTYPE_F32,
+			.flags = KT_MOE_F_ACCUMULATE, .seed = 31 + i,
+			.route = ROUTE_MESSY,
+		};
+		struct kt_moe_args a;
+
+		tc_setup(&c, &v.t);
+		tc_args(&c, &a);
+		ASSERT_EQ(kt_moe_forward(v.ctx, v.m, &a), 0);
+		TH_LOG("T=77 in chunks of 16, k=%u: rel MAE %.4f", c.k,
+		       tc_check(_metadata, &c, &v.t, tol_of(KT_QUANT_INT8)));
+		tc_free(&c);
+	}
+	env_free(&v);
+}
+
+/* Random geometry, E, k, T, dtypes and flags. */
+TEST(random_shapes)
+{
+	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
+					    KT_QUANT_BF16 };
+	struct tu_rng r = { 2024 };
+	unsigned int it;
+
+	for (it = 0; it < 8; it++) {
+		enum kt_quant q = qs[tu_next(&r) % 3];
+		unsigned int H = 128 * (1 + tu_next(&r) % 3);
+		unsigned int I = 128 * (1 + tu_next(&r) % 4);
+		unsigned int E = 1 + tu_next(&r) % 20;
+		struct tcase c = {
+			.T = 1 + tu_next(&r) % 50,
+			.k = 1 + tu_next(&r) % 16,
+			.x_dt = tu_next(&r) % 2 ? KT_DTYPE_BF16 : KT_DTYPE_F32,
+			.ids_dt = tu_next(&r) % 2 ? KT_DTYPE_I64 : KT_DTYPE_I32,
+			.y_dt = KT_DTYPE_F32,
+			.flags = tu_next(&r) % 2 ? KT_MOE_F_ACCUMULATE : 0,
+			.route = (enum route_kind)(tu_next(&r) % 3),
+			.seed = tu_next(&r),
+		};
+		struct kt_moe_args a;
+		struct env v;
+
+		ASSERT_EQ(env_init(&v, 0, q, 0, H, I, E, 1, KT_DTYPE_BF16), 0);
+		ASSERT_EQ(tm_create(&v.t, v.ctx, q, 0, &v.m), 0);
+		tc_setup(&c, &v.t);
+		tc_args(&c, &a);
+		ASSERT_EQ(kt_moe_forward(v.ctx, v.m, &a), 0);
+		TH_LOG("%s H=%u I=%u E=%u T=%u k=%u: rel MAE %.4f",
+		       kt_quant_name(q), H, I, E, c.T, c.k,
+		       tc_check(_metadata, &c, &v.t, tol_of(q)));
+		tc_free(&c);
+		env_free(&v);
 	}
 }
 

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+/*
+ * geom.c - the packed geometry a .ktw must match, from the kernels' own
+ * layout function: a file written by another layout is refused, not read.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "kernels/pack.h"
+#include "loader/error.h"
+#include "loader/ktw.h"
+
+int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
+		  uint32_t inter, uint32_t group_size)
+{
+	struct kern_pack_layout l;
+	int i;
+
+	if (quant != KT_QUANT_INT8 && quant != KT_QUANT_INT4 &&
+	    quant != KT_QUANT_BF16)
+		return ldr_err(-EINVAL, "unknown quantization %d", quant);
+	if (quant != KT_QUANT_INT4 && group_size)
+		return ldr_err(-EINVAL, "group size %u given for %s", group_size,
+			       kt_quant_name((enum kt_quant)quant));
+	if (quant == KT_QUANT_INT4 && group_size != 32 && group_size != 64 &&
+	    group_size != 128)
+		return ldr_err(-EINVAL, "INT4 group size %u is not 32, 64 or 128",
+			       group_size);
+	memset(&l, 0, sizeof(l));
+	if (kern_pack_layout((enum kt_quant)quant, hidden, inter, group_size, &l))
+		return ldr_err(-EINVAL, "bad geometry hidden %u inter %u: %s",
+			       hidden, inter, l.err ? l.err : "?");
+	memset(g, 0, sizeof(*g));
+	g->quant = quant;
+	g->hidden = hidden;
+	g->inter = inter;
+	g->group_size = quant == KT_QUANT_INT4 ? group_size : 0;
+	g->down_chunk = l.kc;
+	g->expert_bytes = l.total;
+	for (i = 0; i < 3; i++) {
+		g->part_off[KTW_PART_GATE_TILES + i] = l.tiles_off[i];
+		g->part_off[KTW_PART_GATE_SCALES + i] = l.scales_off[i];
+	}
+	return 0;
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hfconfig.h - what the converter needs from a Hugging Face config.json:
+ * MoE geometry and which decoder layers carry routed experts.
+ */
+#ifndef KT_LOADER_HFCONFIG_H
+#define KT_LOADER_HFCONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ldr_hfconfig {
+	char arch[32];		/* model_type */
+	uint32_t hidden;
+	uint32_t inter;		/* per routed expert */
+	uint32_t n_experts;
+	uint32_t top_k;		/* 0 when not given */
+	uint32_t n_layers;	/* num_hidden_layers */
+	uint32_t fp8_block[2];	/* weight_block_size, [128, 128] default */
+	bool *is_moe;		/* [n_layers] */
+};
+
+/* Parse @dir/config.json; -EINVAL with kt_last_error() naming the key. */
+int ldr_hfconfig_load(const char *dir, struct ldr_hfconfig *cfg);
+void ldr_hfconfig_free(struct ldr_hfconfig *cfg);
+
+#endif /* KT_LOADER_HFCONFIG_H */

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ktw-format.h - the on-disk layout of a .ktw file (all little-endian).
+ * Documentation/ktw-format.md is the specification; this is its C form.
+ */
+#ifndef KT_LOADER_KTW_FORMAT_H
+#define KT_LOADER_KTW_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KTW_MAGIC		"KTWMOE\r\n"	/* CR LF catch text-mode copies */
+#define KTW_VERSION_MAJOR	1
+#define KTW_VERSION_MINOR	0
+#define KTW_ALIGN		4096u	/* every region and blob starts here */
+#define KTW_HEADER_BYTES	4096u	/* the header region, padded */
+#define KTW_MAX_LAYERS		4096u
+#define KTW_MAX_EXPERTS		65536u
+#define KTW_MAX_DIM		(1u << 20)
+
+enum ktw_part {
+	KTW_PART_GATE_TILES,
+	KTW_PART_UP_TILES,
+	KTW_PART_DOWN_TILES,
+	KTW_PART_GATE_SCALES,
+	KTW_PART_UP_SCALES,
+	KTW_PART_DOWN_SCALES,
+	KTW_PARTS
+};
+
+/*
+ * The header, at offset 0. Readers accept a newer minor version (fields
+ * are only ever appended, within the 4 KiB region) and refuse another major.
+ */
+struct ktw_header {
+	char magic[8];
+	uint16_t version_major;
+	uint16_t version_minor;
+	uint32_t header_size;		/* sizeof(struct ktw_header) written */
+	uint32_t flags;			/* none defined; must be 0 */
+	uint32_t quant;			/* enum kt_quant */
+	uint32_t hidden;		/* H */
+	uint32_t inter;			/* I */
+	uint32_t n_experts;		/* E, routed experts per MoE layer */
+	uint32_t n_layers;		/* MoE layers in the file */
+	uint32_t group_size;		/* INT4 group along K; 0 otherwise */
+	uint32_t down_chunk;		/* KC of the packed down matrix */
+	uint32_t top_k;			/* from config.json; informational */
+	uint32_t reserved0;
+	uint64_t expert_bytes;		/* bytes of one packed blob */
+	uint64_t blob_stride;		/* expert_bytes rounded up to 4 KiB */
+	uint64_t part_off[KTW_PARTS];	/* offset of each part in a blob */
+	uint64_t layers_off;		/* int32 layer ids [n_layers] */
+	uint64_t table_off;		/* struct ktw_entry [n_layers * E] */
+	uint64_t data_off;		/* first blob */
+	uint64_t file_size;		/* bytes of the file as written */
+	char arch[32];			/* config.json model_type, NUL padded */
+	uint32_t meta_crc;		/* CRC32C of layer ids then table */
+	uint32_t header_crc;		/* CRC32C of this struct, this field 0 */
+};
+
+/* One (layer, expert) blob; the table is ordered by layer, then expert. */
+struct ktw_entry {
+	uint32_t layer;			/* index among the file's MoE layers */
+	uint32_t expert;
+	uint64_t offset;		/* from the start of the file */
+	uint64_t size;			/* == expert_bytes */
+	uint32_t crc;			/* CRC32C of the blob's size bytes */
+	uint32_t flags;			/* none defined; must be 0 */
+};
+
+_Static_assert(sizeof(struct ktw_header) == 192, "ktw header layout");
+_Static_assert(sizeof(struct ktw_entry) == 32, "ktw entry layout");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "the .ktw reader maps structs directly: little-endian hosts");
+
+#endif /* KT_LOADER_KTW_FORMAT_H */

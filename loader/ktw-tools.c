@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ktw-tools.c - kt_ktw_inspect(), kt_ktw_verify() and kt_ktw_stage(): the
+ * file-level operations behind `kt inspect`, `kt verify` and `kt stage`.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <numa.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+
+#include "kernels/pack.h"
+#include "ktcore/core.h"
+#include "loader/error.h"
+#include "loader/io.h"
+#include "loader/ktw.h"
+#include "loader/mem.h"
+#include "uring/crc32c.h"
+#include "uring/reader.h"
+
+KT_EXPORT int kt_ktw_inspect(const char *path, struct kt_ktw_info *info,
+			     int32_t *layer_ids, uint32_t max_layers)
+{
+	struct ldr_ktw *k;
+	int ret;
+
+	if (!path || !info)
+		return ldr_err(-EINVAL, "kt_ktw_inspect: path and info are required");
+	ret = ldr_ktw_open(path, 0, &k);
+	if (ret)
+		return ret;
+	memset(info, 0, sizeof(*info));
+	info->version_major = k->hdr.version_major;
+	info->version_minor = k->hdr.version_minor;
+	info->quant = (int)k->hdr.quant;
+	info->hidden = k->hdr.hidden;
+	info->inter = k->hdr.inter;
+	info->n_experts = k->hdr.n_experts;
+	info->n_layers = k->hdr.n_layers;
+	info->group_size = k->hdr.group_size;
+	info->top_k = k->hdr.top_k;
+	info->expert_bytes = k->hdr.expert_bytes;
+	info->file_size = k->hdr.file_size;
+	info->data_bytes = k->n_entries * k->hdr.blob_stride;
+	memcpy(info->arch, k->hdr.arch, sizeof(info->arch));
+	info->arch[sizeof(info->arch) - 1] = '\0';
+	info->hugetlbfs = k->hugetlbfs;
+	if (layer_ids)
+		memcpy(layer_ids, k->layer_ids, 4ull *
+		       (max_layers < k->hdr.n_layers ? max_layers : k->hdr.n_layers));
+	ldr_ktw_close(k);
+	return 0;
+}
+
+struct check_ctx {
+	const struct ldr_ktw *k;
+	uint64_t first;		/* table index of span 0 */
+	uint64_t span_base;	/* spans before the blobs (stage: 1) */
+	uint64_t bad;
+	bool stop_on_bad;
+	uint64_t done_bytes;
+	kt_progress_fn progress;
+	void *progress_arg;
+	uint64_t total;
+	uint64_t bad_entry;	/* first bad blob, for the message */
+	uint32_t bad_crc;
+};
+
+/* The callback may run on the reader's helper thread: message here. */
+static void check_report(const struct check_ctx *c)
+{
+	const struct ktw_entry *e = &c->k->table[c->bad_entry];
+
+	ldr_err(-EIO, "%s: layer %d (index %u), expert %u: checksum %08x, expected %08x",
+		c->k->path, c->k->layer_ids[e->layer], e->layer, e->expert,
+		c->bad_crc, e->crc);
+}
+
+static int check_span(void *arg, size_t idx, const struct ur_span *s)
+{
+	struct check_ctx *c = arg;
+	const struct ktw_entry *e;
+	uint32_t crc;
+
+	c->done_bytes += s->len;
+	if (c->progress)
+		c->progress(c->progress_arg, c->done_bytes, c->total);
+	if (idx < c->span_base)
+		return 0;
+	e = &c->k->table[c->first + idx - c->span_base];
+	crc = ur_crc32c(0, s->dst, c->k->hdr.expert_bytes);
+	if (crc == e->crc)
+		return 0;
+	if (!c->bad) {
+		c->bad_entry = (uint64_t)(e - c->k->table);
+		c->bad_crc = crc;
+	}
+	c->bad++;
+	return c->stop_on_bad ? -EIO : 0;
+}
+
+static int open_direct(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+
+	return fd >= 0 ? fd : open(path, O_RDONLY | O_CLOEXEC);
+}
+
+KT_EXPORT int kt_ktw_verify(const char *path, uint64_t *bad)
+{
+	const uint64_t batch_bytes = 256ull << 20;
+	struct ur_span *spans = NULL;
+	struct check_ctx c = { 0 };
+	struct ur_read_opts ro = { 0 };
+	struct ldr_ktw *k;
+	uint64_t per, i, j;
+	uint8_t *buf = NULL;
+	int fd = -1, ret;
+
+	if (bad)
+		*bad = 0;
+	ret = ldr_ktw_open(path, 0, &k);
+	if (ret)
+		return ret;
+	per = batch_bytes / k->hdr.blob_stride;
+	if (!per)
+		per = 1;
+	if (per > k->n_entries)
+		per = k->n_entries;
+	buf = ldr_io_buf_alloc(per * k->hdr.blob_stride);
+	spans = calloc(per, sizeof(*spans));
+	if (!buf || !spans) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	fd = open_direct(path);
+	if (fd < 0) {
+		ret = ldr_err(-errno, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	c.k = k;
+	ro.region = buf;
+	ro.region_len = per * k->hdr.blob_stride;
+	for (i = 0; i < k->n_entries && !ret; i += per) {
+		uint64_t n = k->n_entries - i < per ? k->n_entries - i : per;
+
+		for (j = 0; j < n; j++)
+			spans[j] = (struct ur_span){ k->table[i + j].offset,
+						     k->hdr.blob_stride,
+						     buf + j * k->hdr.blob_stride };
+		c.first = i;
+		ret = ur_read_spans(fd, spans, n, &ro, check_span, &c, NULL);
+		if (ret)
+			ldr_err(ret, "%s: read failed: %s", path, strerror(-ret));
+	}
+	if (!ret && c.bad) {
+		check_report(&c);
+		ret = -EIO;
+	}
+	if (bad)
+		*bad = c.bad;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	free(spans);
+	ldr_ktw_close(k);
+	return ret;
+}
+
+struct stage_place {
+	const struct ldr_mem *mem;
+	int err;
+};
+
+static void stage_bind(void *arg, uint64_t off, uint64_t len,
+		       unsigned int node_idx)
+{
+	struct stage_place *sp = arg;
+
+	if (node_idx && off < sp->mem->map_len) {
+		if (len > sp->mem->map_len - off)
+			len = sp->mem->map_len - off;
+		if (ldr_mem_bind(sp->mem, off, len, (int)node_idx) && !sp->err)
+			sp->err = -EINVAL;
+	}
+}
+
+KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
+			   size_t out_len, kt_progress_fn progress,
+			   void *progress_arg)
+{
+	const char *base = strrchr(path, '/');
+	char *dst = NULL, *tmp = NULL;
+	struct ur_span *spans = NULL;
+	struct ur_read_opts ro = { 0 };
+	struct check_ctx c = { 0 };
+	struct stage_place sp;
+	struct ldr_mem mem = { 0 };
+	struct ldr_ktw *k;
+	struct statfs sfs;
+	uint64_t len, i;
+	int fd = -1, src = -1, ret;
+
+	if (!path || !dir)
+		return ldr_err(-EINVAL, "kt_ktw_stage: path and dir are required");
+	ret = ldr_ktw_open(path, 0, &k);
+	if (ret)
+		return ret;
+	if (statfs(dir, &sfs)) {
+		ret = ldr_err(-errno, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	if (sfs.f_type != LDR_HUGETLBFS_MAGIC) {
+		ret = ldr_err(-EINVAL, "%s is not on a hugetlbfs mount (see scripts/setup-hugepages.sh)",
+			      dir);
+		goto out;
+	}
+	base = base ? base + 1 : path;
+	if (asprintf(&dst, "%s/%s", dir, base) < 0 ||
+	    asprintf(&tmp, "%s/.%s.tmp.%d", dir, base, (int)getpid()) < 0) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (!strcmp(dst, path)) {
+		ret = ldr_err(-EINVAL, "%s is staged already", path);
+		goto out;
+	}
+	len = ldr_align_up(k->hdr.file_size, (uint64_t)sfs.f_bsize);
+	fd = open(tmp, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = ldr_err(-errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (ftruncate(fd, (off_t)len)) {
+		ret = ldr_err(-errno, "%s: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	/* hugetlbfs reserves every page here: too few pages fail now,
+	 * instead of a SIGBUS on first touch */
+	mem.base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (mem.base == MAP_FAILED) {
+		mem.base = NULL;
+		ret = ldr_err(-ENOSPC, "%s: cannot reserve %llu MiB of %lu KiB hugepages: %s",
+			      dir, (unsigned long long)(len >> 20),
+			      (unsigned long)sfs.f_bsize >> 10, strerror(errno));
+		goto out_unlink;
+	}
+	mem.len = mem.map_len = len;
+	mem.page = (uint64_t)sfs.f_bsize;
+	/* as kt_model_open() would place it, for every node of the machine */
+	ldr_mem_bind(&mem, 0, len, 0);
+	if (numa_available() >= 0 && numa_num_configured_nodes() > 1) {
+		struct kern_pack_layout lay;
+		struct ldr_mem blobs = mem;
+
+		kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
+				 k->hdr.inter, k->hdr.group_size, &lay);
+		blobs.base = mem.base + k->hdr.data_off;
+		blobs.map_len = len - k->hdr.data_off;
+		sp = (struct stage_place){ &blobs, 0 };
+		ldr_place_plan(&lay, (unsigned int)numa_num_configured_nodes(),
+			       k->n_entries, k->hdr.blob_stride, mem.page,
+			       stage_bind, &sp);
+	}
+	spans = calloc(k->n_entries + 1, sizeof(*spans));
+	if (!spans) {
+		ret = -ENOMEM;
+		goto out_unmap;
+	}
+	spans[0] = (struct ur_span){ 0, k->hdr.data_off, mem.base };
+	for (i = 0; i < k->n_entries; i++)
+		spans[i + 1] = (struct ur_span){ k->table[i].offset,
+						 k->hdr.blob_stride,
+						 mem.base + k->table[i].offset };
+	src = open_direct(path);
+	if (src < 0) {
+		ret = ldr_err(-errno, "%s: %s", path, strerror(errno));
+		goto out_unmap;
+	}
+	c.k = k;
+	c.span_base = 1;
+	c.stop_on_bad = true;
+	c.progress = progress;
+	c.progress_arg = progress_arg;
+	c.total = k->hdr.file_size;
+	ro.region = mem.base;
+	ro.region_len = len;
+	ret = ur_read_spans(src, spans, k->n_entries + 1, &ro, check_span, &c,
+			    NULL);
+	if (ret) {
+		if (c.bad)
+			check_report(&c);
+		else
+			ldr_err(ret, "%s: read failed: %s", path, strerror(-ret));
+		goto out_unmap;
+	}
+	munmap(mem.base, len);
+	mem.base = NULL;
+	if (rename(tmp, dst)) {
+		ret = ldr_err(-errno, "%s: %s", dst, strerror(errno));
+		goto out_unlink;
+	}
+	if (out)
+		snprintf(out, out_len, "%s", dst);
+	goto out;
+out_unmap:
+	if (mem.base)
+		munmap(mem.base, len);
+out_unlink:
+	unlink(tmp);
+out:
+	if (src >= 0)
+		close(src);
+	if (fd >= 0)
+		close(fd);
+	free(spans);
+	free(dst);
+	free(tmp);
+	ldr_ktw_close(k);
+	return ret;
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ktw.h - reading, validating and laying out .ktw files (loader internal).
+ */
+#ifndef KT_LOADER_KTW_H
+#define KT_LOADER_KTW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loader/ktw-format.h"
+
+/* Geometry of a packed expert as the kernels lay it out. */
+struct ldr_geom {
+	int quant;		/* enum kt_quant */
+	uint32_t hidden;
+	uint32_t inter;
+	uint32_t group_size;	/* 0 unless INT4 */
+	uint32_t down_chunk;
+	uint64_t expert_bytes;
+	uint64_t part_off[KTW_PARTS];
+};
+
+/* Fill @g from quant/hidden/inter/group_size (kernels/pack.h layout). */
+int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
+		  uint32_t inter, uint32_t group_size);
+
+/* An open, validated .ktw: header, layer ids and entry table in memory. */
+struct ldr_ktw {
+	int fd;
+	char *path;
+	uint64_t st_size;
+	bool hugetlbfs;
+	struct ktw_header hdr;
+	struct ldr_geom geom;
+	int32_t *layer_ids;
+	struct ktw_entry *table;
+	uint64_t n_entries;
+};
+
+/*
+ * Open @path (O_RDONLY | @extra_flags) and validate everything but the blob
+ * checksums. -errno and kt_last_error() on failure.
+ */
+int ldr_ktw_open(const char *path, int extra_flags, struct ldr_ktw **out);
+void ldr_ktw_close(struct ldr_ktw *k);
+
+/* Pure checks, also used by the tests on crafted headers and tables. */
+int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
+			 struct ldr_geom *geom);
+int ldr_ktw_check_meta(const struct ktw_header *h, const int32_t *layer_ids,
+		       const struct ktw_entry *table);
+
+/*
+ * Writer side: fill a header for @g, @n_layers layers of @n_experts and
+ * place the regions; table entries get their offsets (and layer/expert).
+ */
+int ldr_ktw_layout(struct ktw_header *h, const struct ldr_geom *g,
+		   uint32_t n_layers, uint32_t n_experts,
+		   struct ktw_entry *table);
+/* Seal: meta_crc over @layer_ids and @table, then header_crc. */
+void ldr_ktw_seal(struct ktw_header *h, const int32_t *layer_ids,
+		  const struct ktw_entry *table);
+
+static inline uint64_t ldr_align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+#endif /* KT_LOADER_KTW_H */

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: MIT
+/*
+ * open.c - kt_model_open(): a validated .ktw read through io_uring into
+ * node-bound hugepage memory with every blob's CRC32C checked, or a staged
+ * copy on hugetlbfs mapped in place. Documentation/loading.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include "kernels/moe.h"
+#include "kernels/pack.h"
+#include "ktcore/core.h"
+#include "ktcore/model.h"
+#include "loader/error.h"
+#include "loader/ktw.h"
+#include "loader/mem.h"
+#include "uring/crc32c.h"
+#include "uring/reader.h"
+
+static __thread struct kt_load_stats last_stats;
+
+KT_EXPORT void kt_load_stats_get(struct kt_load_stats *st)
+{
+	*st = last_stats;
+}
+
+struct ldr_model_priv {
+	struct ldr_mem mem;	/* read into */
+	uint8_t *map;		/* or a staged file mapped */
+	size_t map_len;
+};
+
+/* kt_model_destroy() calls this: everything of the model goes. */
+static void model_release(struct kt_model *m)
+{
+	struct ldr_model_priv *p = m->priv;
+
+	if (p) {
+		ldr_mem_free(&p->mem);
+		if (p->map)
+			munmap(p->map, p->map_len);
+		free(p);
+	}
+	free(m->experts);
+	free(m->layer_ids);
+	free(m);
+}
+
+static bool masked(const uint64_t *mask, uint32_t e)
+{
+	return mask && (mask[e / 64] >> (e % 64)) & 1;
+}
+
+struct verify_ctx {
+	const struct ldr_ktw *k;
+	const uint64_t *entry_of;	/* span index -> table index */
+	bool verify;
+	bool bad;			/* the reader stops at the first */
+	uint64_t bad_entry;
+	uint32_t bad_crc;
+};
+
+static int blob_error(const struct ldr_ktw *k, uint64_t i, uint32_t crc)
+{
+	const struct ktw_entry *e = &k->table[i];
+
+	return ldr_err(-EIO, "%s: layer %d (index %u), expert %u: checksum %08x, expected %08x",
+		       k->path, k->layer_ids[e->layer], e->layer, e->expert,
+		       crc, e->crc);
+}
+
+static int span_done(void *arg, size_t idx, const struct ur_span *s)
+{
+	struct verify_ctx *v = arg;
+	uint64_t i = v->entry_of[idx];
+	uint32_t crc;
+
+	if (!v->verify)
+		return 0;
+	crc = ur_crc32c(0, s->dst, v->k->hdr.expert_bytes);
+	if (crc != v->k->table[i].crc) {
+		/* may run on the reader's helper thread: the message (thread
+		 * local) is written by the caller */
+		v->bad_entry = i;
+		v->bad_crc = crc;
+		v->bad = true;
+		return -EIO;
+	}
+	return 0;
+}
+
+struct place_ctx {
+	struct kt_ctx *ctx;
+	const struct ldr_mem *mem;
+	int err;
+};
+
+static void place_run(void *arg, uint64_t off, uint64_t len,
+		      unsigned int node_idx)
+{
+	struct place_ctx *pc = arg;
+	int ret;
+
+	if (!node_idx || off >= pc->mem->map_len)
+		return;		/* node 0 got the whole region first */
+	if (len > pc->mem->map_len - off)
+		len = pc->mem->map_len - off;
+	ret = ldr_mem_bind(pc->mem, off, len, core_ctx_node_id(pc->ctx, node_idx));
+	if (ret && !pc->err)
+		pc->err = ret;
+}
+
+/*
+ * Bind each page to the node that computes on the bytes it starts with,
+ * before anything touches it: the whole region to the first node, then
+ * the other nodes' slices (kern_pack_node_ranges) of every blob.
+ */
+static int load_place(struct kt_ctx *ctx, const struct ldr_ktw *k,
+		      const struct ldr_mem *mem, uint64_t n_blobs)
+{
+	struct place_ctx pc = { ctx, mem, 0 };
+	struct kern_pack_layout lay;
+	unsigned int nodes = core_ctx_nodes(ctx);
+	int ret;
+
+	ret = ldr_mem_bind(mem, 0, mem->map_len, core_ctx_node_id(ctx, 0));
+	if (ret || nodes < 2)
+		goto out;
+	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
+			 k->hdr.inter, k->hdr.group_size, &lay);
+	ldr_place_plan(&lay, nodes, n_blobs, k->hdr.blob_stride, mem->page,
+		       place_run, &pc);
+	ret = pc.err;
+out:
+	if (ret)	/* locality lost, results still right: warn, go on */
+		core_log(ctx, KT_LOG_WARN, "%s: mbind failed (%s); model memory not node-bound",
+			 k->path, strerror(-ret));
+	return 0;
+}
+
+/* Read the present blobs into node-bound memory. */
+static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
+		     const struct kt_model_opts *o, struct ldr_model_priv *p,
+		     uint8_t **blob_of)
+{
+	uint32_t flags = o ? o->flags : 0;
+	const uint64_t *mask = o ? o->expert_mask : NULL;
+	uint64_t stride = k->hdr.blob_stride, i, n = 0, *entry_of = NULL;
+	struct ur_read_opts ro = { 0 };
+	struct ur_read_stats rs;
+	struct ur_span *spans = NULL;
+	struct verify_ctx v;
+	unsigned int nodes = ctx ? core_ctx_nodes(ctx) : 1;
+	int fd = -1, ret;
+	uint64_t t0;
+
+	for (i = 0; i < k->n_entries; i++)
+		if (!masked(mask, k->table[i].expert))
+			n++;
+	spans = calloc(n ? n : 1, sizeof(*spans));
+	entry_of = calloc(n ? n : 1, sizeof(*entry_of));
+	if (!spans || !entry_of) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = ldr_mem_alloc(n * stride, !(flags & KT_MODEL_F_NO_HUGEPAGE),
+			    &p->mem);
+	if (ret) {
+		ldr_err(ret, "%s: cannot map %llu bytes for the model", k->path,
+			(unsigned long long)(n * stride));
+		goto out;
+	}
+	ret = load_place(ctx, k, &p->mem, n);
+	if (ret)
+		goto out;
+	for (i = 0, n = 0; i < k->n_entries; i++) {
+		if (masked(mask, k->table[i].expert))
+			continue;
+		spans[n] = (struct ur_span){ k->table[i].offset, stride,
+					     p->mem.base + n * stride };
+		blob_of[i] = spans[n].dst;
+		entry_of[n++] = i;
+	}
+	fd = open(k->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	last_stats.direct = fd >= 0;
+	if (fd < 0)
+		fd = open(k->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		ldr_err(ret, "%s: %s", k->path, strerror(errno));
+		goto out;
+	}
+	ro.block = o && o->io_block ? o->io_block : 0;
+	ro.depth = o && o->io_depth ? o->io_depth : 0;
+	ro.no_uring = flags & KT_MODEL_F_NO_URING;
+	ro.region = p->mem.base;
+	ro.region_len = p->mem.len;
+	v = (struct verify_ctx){ .k = k, .entry_of = entry_of,
+				 .verify = !(flags & KT_MODEL_F_NO_VERIFY) };
+	t0 = core_now_ns();
+	ret = ur_read_spans(fd, spans, n, &ro, span_done, &v, &rs);
+	if (ret == -EINVAL && last_stats.direct) {
+		/* the file system took O_DIRECT at open but not on reads */
+		close(fd);
+		fd = open(k->path, O_RDONLY | O_CLOEXEC);
+		last_stats.direct = 0;
+		if (fd < 0) {
+			ret = -errno;
+			goto out;
+		}
+		ret = ur_read_spans(fd, spans, n, &ro, span_done, &v, &rs);
+	}
+	last_stats.ns = core_now_ns() - t0;
+	last_stats.bytes = rs.bytes;
+	last_stats.io_uring = rs.io_uring;
+	last_stats.verified = v.verify;
+	last_stats.block = ro.block ? ro.block : 4u << 20;
+	last_stats.depth = ro.depth ? ro.depth : 32;
+	last_stats.page_kb = p->mem.page >> 10;
+	if (ret && v.bad)
+		blob_error(k, v.bad_entry, v.bad_crc);
+	else if (ret)
+		ldr_err(ret, "%s: read failed: %s", k->path, strerror(-ret));
+	if (nodes > 1 && ctx)
+		core_log(ctx, KT_LOG_DEBUG, "%s: placed on %u nodes", k->path,
+			 nodes);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(spans);
+	free(entry_of);
+	return ret;
+}
+
+struct crc_job {
+	const struct ldr_ktw *k;
+	const uint8_t *base;
+	uint64_t next;
+	int bad;		/* first failing entry + 1 */
+	uint32_t bad_crc;
+};
+
+static void crc_worker(void *arg, const struct core_worker_info *w)
+{
+	struct crc_job *j = arg;
+	uint64_t i;
+
+	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) <
+	       j->k->n_entries) {
+		uint32_t crc = ur_crc32c(0, j->base + j->k->table[i].offset,
+					 j->k->hdr.expert_bytes);
+
+		if (crc != j->k->table[i].crc) {
+			int expect = 0;
+
+			__atomic_compare_exchange_n(&j->bad, &expect, (int)i + 1,
+						    false, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+			j->bad_crc = crc;
+		}
+	}
+}
+
+static int crc_exec(struct kt_ctx *ctx, void *arg)
+{
+	core_ctx_run(ctx, crc_worker, arg);
+	return 0;
+}
+
+/* A staged copy: map it read-only; checksums on the workers in parallel. */
+static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
+		    const struct kt_model_opts *o, struct ldr_model_priv *p,
+		    uint8_t **blob_of)
+{
+	uint32_t flags = o ? o->flags : 0;
+	const uint64_t *mask = o ? o->expert_mask : NULL;
+	struct crc_job job = { .k = k };
+	uint64_t i, t0 = core_now_ns();
+
+	p->map_len = k->st_size;
+	p->map = mmap(NULL, p->map_len, PROT_READ, MAP_SHARED | MAP_POPULATE,
+		      k->fd, 0);
+	if (p->map == MAP_FAILED) {
+		p->map = NULL;
+		return ldr_err(-errno, "%s: mmap: %s", k->path, strerror(errno));
+	}
+	if (!(flags & KT_MODEL_F_NO_VERIFY)) {
+		job.base = p->map;
+		if (ctx)
+			core_ctx_exec(ctx, crc_exec, &job);
+		else
+			crc_worker(&job, NULL);
+		if (job.bad)
+			return blob_error(k, (uint64_t)job.bad - 1, job.bad_crc);
+	}
+	for (i = 0; i < k->n_entries; i++)
+		if (!masked(mask, k->table[i].expert))
+			blob_of[i] = p->map + k->table[i].offset;
+	last_stats.ns = core_now_ns() - t0;
+	last_stats.mapped = 1;
+	last_stats.verified = !(flags & KT_MODEL_F_NO_VERIFY);
+	last_stats.page_kb = 2048;
+	return 0;
+}
+
+KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
+			    const struct kt_model_opts *opts,
+			    struct kt_model **out)
+{
+	struct kern_pack_layout lay;
+	struct ldr_model_priv *p = NULL;
+	struct kt_model *m = NULL;
+	struct ldr_ktw *k = NULL;
+	uint8_t **blob_of = NULL;
+	uint64_t i;
+	int ret;
+
+	memset(&last_stats, 0, sizeof(last_stats));
+	if (!ctx || !path || !out)
+		return ldr_err(-EINVAL, "kt_model_open: ctx, path and out are required");
+	if (opts && opts->sz < offsetof(struct kt_model_opts, expert_mask) +
+	    sizeof(opts->expert_mask))
+		return ldr_err(-EINVAL, "kt_model_open: opts->sz too small");
+	if (opts && opts->sz >= offsetof(struct kt_model_opts, reserved) &&
+	    opts->io_block % 4096)
+		return ldr_err(-EINVAL, "kt_model_open: io_block %u is not a multiple of 4096",
+			       opts->io_block);
+	if (opts && opts->sz < offsetof(struct kt_model_opts, reserved)) {
+		/* an older caller: no io_* fields */
+		static __thread struct kt_model_opts o2;
+
+		memset(&o2, 0, sizeof(o2));
+		memcpy(&o2, opts, opts->sz);
+		opts = &o2;
+	}
+	ret = ldr_ktw_open(path, 0, &k);
+	if (ret)
+		goto err;
+	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
+			 k->hdr.inter, k->hdr.group_size, &lay);
+	p = calloc(1, sizeof(*p));
+	m = calloc(1, sizeof(*m));
+	blob_of = calloc(k->n_entries, sizeof(*blob_of));
+	if (m) {
+		m->layer_ids = calloc(k->hdr.n_layers, sizeof(*m->layer_ids));
+		m->experts = calloc(k->n_entries, sizeof(*m->experts));
+	}
+	if (!p || !m || !blob_of || !m->layer_ids || !m->experts) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	if (k->hugetlbfs)
+		ret = load_map(ctx, k, opts, p, blob_of);
+	else
+		ret = load_read(ctx, k, opts, p, blob_of);
+	if (ret)
+		goto err;
+	m->ctx = ctx;
+	m->hidden = k->hdr.hidden;
+	m->inter = k->hdr.inter;
+	m->n_experts = k->hdr.n_experts;
+	m->n_layers = k->hdr.n_layers;
+	m->quant = (enum kt_quant)k->hdr.quant;
+	m->group_size = k->hdr.group_size;
+	m->down_chunk = k->hdr.down_chunk;
+	m->expert_bytes = k->hdr.expert_bytes;
+	memcpy(m->layer_ids, k->layer_ids, 4ull * k->hdr.n_layers);
+	for (i = 0; i < k->n_entries; i++) {
+		struct core_expert *e = &m->experts[i];
+
+		if (!blob_of[i])
+			continue;
+		kern_pack_mat(&lay, KERN_MAT_GATE, blob_of[i], &e->gate);
+		kern_pack_mat(&lay, KERN_MAT_UP, blob_of[i], &e->up);
+		kern_pack_mat(&lay, KERN_MAT_DOWN, blob_of[i], &e->down);
+		e->present = true;
+		m->resident_bytes += k->hdr.expert_bytes;
+	}
+	m->priv = p;
+	m->release = model_release;
+	p = NULL;
+	ret = kern_moe_reserve(ctx, m);
+	if (ret) {
+		ldr_err(ret, "%s: no kernels for %s on this context", path,
+			kt_quant_name(m->quant));
+		goto err;
+	}
+	core_log(ctx, KT_LOG_INFO, "%s: %u layers x %u experts, %llu MiB resident, %s",
+		 path, m->n_layers, m->n_experts,
+		 (unsigned long long)(m->resident_bytes >> 20),
+		 last_stats.mapped ? "mapped from hugetlbfs" : "read");
+	free(blob_of);
+	ldr_ktw_close(k);
+	*out = m;
+	return 0;
+err:
+	if (m && m->release) {
+		m->release(m);
+	} else if (m) {
+		free(m->layer_ids);
+		free(m->experts);
+		free(m);
+	}
+	if (p) {
+		ldr_mem_free(&p->mem);
+		if (p->map)
+			munmap(p->map, p->map_len);
+		free(p);
+	}
+	free(blob_of);
+	if (ctx)
+		core_log(ctx, KT_LOG_DEBUG, "%s", kt_last_error());
+	ldr_ktw_close(k);
+	return ret;
+}

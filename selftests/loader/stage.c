@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/*
+ * stage.c - kt_ktw_stage() onto a hugetlbfs mount made for the test, and
+ * kt_model_open() of the staged copy: mapped, not read, same bytes as a
+ * normal load. Skips without root or free hugepages; the teardown unmounts
+ * and gives the pages back.
+ */
+#include <fcntl.h>
+#include <sys/mount.h>
+
+#include "kt_test.h"
+#include "ckpt.h"
+#include "test-ctx.h"
+#include "ktcore/model.h"
+
+#define NR_PATH "/proc/sys/vm/nr_hugepages"
+#define EXTRA_PAGES 8
+
+static long read_long(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static int write_long(const char *path, long v)
+{
+	FILE *f = fopen(path, "w");
+	int ret;
+
+	if (!f)
+		return -1;
+	ret = fprintf(f, "%ld\n", v) > 0 ? 0 : -1;
+	return fclose(f) ? -1 : ret;
+}
+
+static long free_2m(void)
+{
+	return read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+}
+
+FIXTURE(stage) {
+	char dir[256];
+	char mnt[256];
+	char ktw[300];
+	long old_nr;
+	bool raised;
+	bool mounted;
+	struct kt_ctx *ctx;
+};
+
+FIXTURE_SETUP(stage)
+{
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 256, 4, 2, 2, 1, 41);
+	struct kt_convert_opts o = { .sz = sizeof(o), .quant = KT_QUANT_INT8,
+				     .layer_last = -1, .threads = 1 };
+
+	snprintf(self->dir, sizeof(self->dir), "/tmp/kt-stage-%d", (int)getpid());
+	snprintf(self->mnt, sizeof(self->mnt), "/tmp/kt-stage-mnt-%d", (int)getpid());
+	tck_rmdir(self->dir);
+	ASSERT_EQ(tck_write(&c, self->dir), 0);
+	tck_free(&c);
+	snprintf(self->ktw, sizeof(self->ktw), "%s/m.ktw", self->dir);
+	o.input = self->dir;
+	o.output = self->ktw;
+	ASSERT_EQ(kt_convert(&o), 0);
+	ASSERT_EQ(test_ctx(&self->ctx), 0);
+	if (geteuid())
+		SKIP(return, "needs root to reserve hugepages and mount hugetlbfs");
+	self->old_nr = read_long(NR_PATH);
+	if (self->old_nr < 0 || free_2m() < 0)
+		SKIP(return, "no 2 MiB hugepage support");
+	if (free_2m() < EXTRA_PAGES) {
+		if (write_long(NR_PATH, self->old_nr + EXTRA_PAGES))
+			SKIP(return, "cannot raise vm.nr_hugepages");
+		self->raised = true;
+		if (free_2m() < EXTRA_PAGES)
+			SKIP(return, "the kernel found no %d free 2 MiB pages",
+			     EXTRA_PAGES);
+	}
+	if (mkdir(self->mnt, 0700) ||
+	    mount("kt-test", self->mnt, "hugetlbfs", 0, "pagesize=2M"))
+		SKIP(return, "cannot mount hugetlbfs: %s", strerror(errno));
+	self->mounted = true;
+}
+
+FIXTURE_TEARDOWN(stage)
+{
+	char staged[600];
+
+	snprintf(staged, sizeof(staged), "%s/m.ktw", self->mnt);
+	unlink(staged);
+	if (self->mounted)
+		umount(self->mnt);
+	rmdir(self->mnt);
+	if (self->raised)
+		write_long(NR_PATH, self->old_nr);
+	kt_ctx_destroy(self->ctx);
+	tck_rmdir(self->dir);
+}
+
+TEST_F(stage, staged_copy_is_mapped)
+{
+	struct kt_model_opts plain = { .sz = sizeof(plain),
+				       .flags = KT_MODEL_F_NO_HUGEPAGE };
+	struct kt_model *a = NULL, *b = NULL;
+	struct kt_load_stats st;
+	struct kt_ktw_info info;
+	char staged[600];
+	uint32_t i;
+
+	ASSERT_EQ(kt_ktw_stage(self->ktw, self->mnt, staged, sizeof(staged),
+			       NULL, NULL), 0);
+	TH_LOG("staged %s", staged);
+	ASSERT_EQ(kt_ktw_inspect(staged, &info, NULL, 0), 0);
+	ASSERT_TRUE(info.hugetlbfs);
+	ASSERT_EQ(kt_ktw_verify(staged, NULL), 0);
+	ASSERT_EQ(kt_model_open(self->ctx, staged, NULL, &b), 0);
+	kt_load_stats_get(&st);
+	EXPECT_EQ(st.mapped, 1);
+	EXPECT_EQ(st.bytes, 0u);
+	EXPECT_EQ(st.verified, 1);
+	ASSERT_EQ(kt_model_open(self->ctx, self->ktw, &plain, &a), 0);
+	kt_load_stats_get(&st);
+	EXPECT_EQ(st.mapped, 0);
+	ASSERT_EQ(a->n_layers * a->n_experts, b->n_layers * b->n_experts);
+	for (i = 0; i < a->n_layers * a->n_experts; i++) {
+		ASSERT_TRUE(b->experts[i].present);
+		ASSERT_EQ(memcmp(a->experts[i].gate.tiles, b->experts[i].gate.tiles,
+				 a->expert_bytes), 0);
+	}
+	kt_model_destroy(a);
+	kt_model_destroy(b);
+	/* staging twice replaces the copy */
+	ASSERT_EQ(kt_ktw_stage(self->ktw, self->mnt, NULL, 0, NULL, NULL), 0);
+}
+
+TEST_F(stage, refuses_bad_targets_and_sources)
+{
+	char staged[600];
+	uint8_t byte;
+	int fd;
+
+	/* not hugetlbfs */
+	EXPECT_EQ(kt_ktw_stage(self->ktw, self->dir, NULL, 0, NULL, NULL), -EINVAL);
+	TH_LOG("%s", kt_last_error());
+	/* a damaged blob is caught while staging; nothing is left */
+	fd = open(self->ktw, O_RDWR);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(pread(fd, &byte, 1, 3 * 4096 + 4096 * 20), 1);
+	byte ^= 1;
+	ASSERT_EQ(pwrite(fd, &byte, 1, 3 * 4096 + 4096 * 20), 1);
+	close(fd);
+	EXPECT_EQ(kt_ktw_stage(self->ktw, self->mnt, NULL, 0, NULL, NULL), -EIO);
+	TH_LOG("%s", kt_last_error());
+	snprintf(staged, sizeof(staged), "%s/m.ktw", self->mnt);
+	EXPECT_NE(access(staged, F_OK), 0);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-forward.c - `kt forward`: replay one MoE layer of a .ktw from NumPy
+ * files (.npy v1/v2/v3, C order) through the public API, write y as f32.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <kt/kt.h>
+#include "tools/cmd.h"
+
+struct npy {
+	char descr[16];
+	uint32_t ndim;
+	uint64_t shape[4];
+	void *data;
+	size_t bytes;
+};
+
+/* Value text after 'key': in a NumPy header dict, or NULL. */
+static const char *npy_key(const char *h, const char *key)
+{
+	char pat[32];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "'%s'", key);
+	p = strstr(h, pat);
+	if (!p) {
+		snprintf(pat, sizeof(pat), "\"%s\"", key);
+		p = strstr(h, pat);
+	}
+	if (!p)
+		return NULL;
+	p += strlen(pat);
+	while (*p == ' ')
+		p++;
+	if (*p++ != ':')
+		return NULL;
+	while (*p == ' ')
+		p++;
+	return p;
+}
+
+static int npy_parse_header(const char *h, struct npy *a, const char *path)
+{
+	const char *p, *q;
+	char *end;
+
+	p = npy_key(h, "descr");
+	if (!p || (*p != '\'' && *p != '"'))
+		goto bad;
+	q = strchr(p + 1, *p);
+	if (!q || q - p - 1 >= (long)sizeof(a->descr))
+		goto bad;
+	memcpy(a->descr, p + 1, (size_t)(q - p - 1));
+	a->descr[q - p - 1] = '\0';
+	p = npy_key(h, "fortran_order");
+	if (!p || strncmp(p, "False", 5)) {
+		fprintf(stderr, "kt forward: %s: only C-order arrays (fortran_order False)\n",
+			path);
+		return -EINVAL;
+	}
+	p = npy_key(h, "shape");
+	if (!p || *p++ != '(')
+		goto bad;
+	a->ndim = 0;
+	for (;;) {
+		unsigned long long v;
+
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (*p == ')')
+			break;
+		if (a->ndim == 4)
+			goto bad;
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		if (errno || end == p)
+			goto bad;
+		if (*end == 'L')	/* Python 2 longs */
+			end++;
+		a->shape[a->ndim++] = v;
+		p = end;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "kt forward: %s: malformed .npy header\n", path);
+	return -EINVAL;
+}
+
+static int npy_read(const char *path, struct npy *a)
+{
+	unsigned char pre[12];
+	uint64_t elems = 1, esz;
+	uint32_t hlen;
+	char *h = NULL;
+	size_t pre_len;
+	long fsize;
+	FILE *f;
+	uint32_t i;
+
+	memset(a, 0, sizeof(*a));
+	f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "kt forward: %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6))
+		goto bad;
+	if (pre[6] == 1) {
+		hlen = pre[8] | (uint32_t)pre[9] << 8;
+		pre_len = 10;
+	} else if (pre[6] == 2 || pre[6] == 3) {
+		if (fread(pre + 10, 1, 2, f) != 2)
+			goto bad;
+		hlen = pre[8] | (uint32_t)pre[9] << 8 | (uint32_t)pre[10] << 16 |
+		       (uint32_t)pre[11] << 24;
+		pre_len = 12;
+	} else {
+		goto bad;
+	}
+	if (hlen > (1u << 20))
+		goto bad;
+	h = calloc(1, hlen + 1);
+	if (!h || fread(h, 1, hlen, f) != hlen)
+		goto bad;
+	if (npy_parse_header(h, a, path))
+		goto err;
+	if (!strcmp(a->descr, "<f4") || !strcmp(a->descr, "<i4"))
+		esz = 4;
+	else if (!strcmp(a->descr, "<i8"))
+		esz = 8;
+	else if (!strcmp(a->descr, "<u2") || !strcmp(a->descr, "<i2"))
+		esz = 2;
+	else {
+		fprintf(stderr, "kt forward: %s: unsupported dtype '%s' (<f4, <u2 for bf16, <i4, <i8)\n",
+			path, a->descr);
+		goto err;
+	}
+	for (i = 0; i < a->ndim; i++)
+		if (__builtin_mul_overflow(elems, a->shape[i], &elems))
+			goto bad;
+	if (__builtin_mul_overflow(elems, esz, &elems))
+		goto bad;
+	a->bytes = elems;
+	if (fseek(f, 0, SEEK_END) || (fsize = ftell(f)) < 0 ||
+	    (uint64_t)fsize < pre_len + hlen + a->bytes) {
+		fprintf(stderr, "kt forward: %s: shorter than its shape says\n", path);
+		goto err;
+	}
+	fseek(f, (long)(pre_len + hlen), SEEK_SET);
+	a->data = malloc(a->bytes ? a->bytes : 1);
+	if (!a->data || fread(a->data, 1, a->bytes, f) != a->bytes)
+		goto bad;
+	free(h);
+	fclose(f);
+	return 0;
+bad:
+	fprintf(stderr, "kt forward: %s: not a readable .npy file\n", path);
+err:
+	free(h);
+	free(a->data);
+	a->data = NULL;
+	fclose(f);
+	return -EINVAL;
+}
+
+/* Version 1.0, '<f4', C order; header padded so data starts 64-aligned. */
+static int npy_write_f32(const char *path, const float *y, uint64_t rows,
+			 uint64_t cols)
+{
+	char hdr[128], tmp[4096];
+	int n, pad, ret = 0;
+	FILE *f;
+
+	n = snprintf(hdr, sizeof(hdr),
+		     "{'descr': '<f4', 'fortran_order': False, 'shape': (%llu, %llu), }",
+		     (unsigned long long)rows, (unsigned long long)cols);
+	pad = 64 - (10 + n + 1) % 64;
+	if (pad == 64)
+		pad = 0;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "wb");
+	if (!f) {
+		fprintf(stderr, "kt forward: %s: %s\n", tmp, strerror(errno));
+		return -errno;
+	}
+	fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+	fputc((n + pad + 1) & 0xff, f);
+	fputc((n + pad + 1) >> 8, f);
+	fwrite(hdr, 1, (size_t)n, f);
+	while (pad--)
+		fputc(' ', f);
+	fputc('\n', f);
+	if (fwrite(y, sizeof(float), rows * cols, f) != rows * cols)
+		ret = -EIO;
+	if (fclose(f))
+		ret = -EIO;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret) {
+		fprintf(stderr, "kt forward: %s: write failed\n", path);
+		unlink(tmp);
+	}
+	return ret;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kt forward --model FILE.ktw --layer L --input X.npy --ids IDS.npy\n"
+		"                  --weights W.npy --output Y.npy [--threads N] [--no-verify]\n\n"
+		"Runs one MoE layer: x [T, H] f32 or bf16 (<u2); ids [T, k] int32/int64;\n"
+		"w [T, k] f32; writes y [T, H] f32. L is the checkpoint's layer number.\n");
+}
+
+static int cmd_forward(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "model", required_argument, NULL, 'm' },
+		{ "layer", required_argument, NULL, 'l' },
+		{ "input", required_argument, NULL, 'x' },
+		{ "ids", required_argument, NULL, 'i' },
+		{ "weights", required_argument, NULL, 'w' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "no-verify", no_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *model = NULL, *xp = NULL, *idp = NULL, *wp = NULL, *yp = NULL;
+	struct kt_ctx_opts co = { .sz = sizeof(co) };
+	struct kt_model_opts mo = { .sz = sizeof(mo) };
+	struct npy x = { 0 }, ids = { 0 }, w = { 0 };
+	struct kt_model_info info;
+	struct kt_model *m = NULL;
+	struct kt_ctx *ctx = NULL;
+	long layer = -1;
+	uint64_t T, H, K, t0;
+	int idx, c, ret = 1;
+	float *y = NULL;
+	char *end;
+
+	while ((c = getopt_long(argc, argv, "m:l:x:i:w:o:t:nh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'm': model = optarg; break;
+		case 'l':
+			layer = strtol(optarg, &end, 10);
+			if (*end || layer < 0) {
+				fprintf(stderr, "kt forward: bad --layer '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'x': xp = optarg; break;
+		case 'i': idp = optarg; break;
+		case 'w': wp = optarg; break;
+		case 'o': yp = optarg; break;
+		case 't': co.threads = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'n': mo.flags |= KT_MODEL_F_NO_VERIFY; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!model || layer < 0 || !xp || !idp || !wp || !yp || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (npy_read(xp, &x) || npy_read(idp, &ids) || npy_read(wp, &w))
+		goto out;
+	if (x.ndim != 2 || (strcmp(x.descr, "<f4") && strcmp(x.descr, "<u2"))) {
+		fprintf(stderr, "kt forward: %s: x must be [T, H] <f4 or <u2 (bf16)\n", xp);
+		goto out;
+	}
+	T = x.shape[0];
+	H = x.shape[1];
+	if (ids.ndim != 2 || ids.shape[0] != T ||
+	    (strcmp(ids.descr, "<i4") && strcmp(ids.descr, "<i8"))) {
+		fprintf(stderr, "kt forward: %s: ids must be [%llu, k] <i4 or <i8\n",
+			idp, (unsigned long long)T);
+		goto out;
+	}
+	K = ids.shape[1];
+	if (w.ndim != 2 || w.shape[0] != T || w.shape[1] != K ||
+	    strcmp(w.descr, "<f4")) {
+		fprintf(stderr, "kt forward: %s: weights must be [%llu, %llu] <f4\n",
+			wp, (unsigned long long)T, (unsigned long long)K);
+		goto out;
+	}
+	if (!K || K > KT_MOE_MAX_TOPK) {
+		fprintf(stderr, "kt forward: top-k %llu is not in 1..%d\n",
+			(unsigned long long)K, KT_MOE_MAX_TOPK);
+		goto out;
+	}
+	ret = kt_ctx_create(&co, &ctx);
+	if (ret) {
+		fprintf(stderr, "kt forward: context: %s\n", strerror(-ret));
+		ret = 1;
+		goto out;
+	}
+	ret = kt_model_open(ctx, model, &mo, &m);
+	if (ret) {
+		fprintf(stderr, "kt forward: %s\n", *kt_last_error() ?
+			kt_last_error() : strerror(-ret));
+		ret = 1;
+		goto out;
+	}
+	ret = 1;
+	kt_model_get_info(m, &info);
+	if (H != info.hidden) {
+		fprintf(stderr, "kt forward: x has %llu columns, the model's hidden size is %u\n",
+			(unsigned long long)H, info.hidden);
+		goto out;
+	}
+	idx = kt_model_layer_index(m, (int32_t)layer);
+	if (idx < 0) {
+		fprintf(stderr, "kt forward: layer %ld is not a MoE layer of %s\n",
+			layer, model);
+		goto out;
+	}
+	y = calloc(T * H + 1, sizeof(float));
+	if (!y) {
+		fprintf(stderr, "kt forward: out of memory\n");
+		goto out;
+	}
+	for (t0 = 0; t0 < T; t0 += KT_MOE_MAX_TOKENS) {
+		uint64_t n = T - t0 < KT_MOE_MAX_TOKENS ? T - t0 : KT_MOE_MAX_TOKENS;
+		size_t xsz = strcmp(x.descr, "<f4") ? 2 : 4;
+		size_t isz = strcmp(ids.descr, "<i4") ? 8 : 4;
+		struct kt_moe_args a = {
+			.x = (const uint8_t *)x.data + t0 * H * xsz,
+			.ids = (const uint8_t *)ids.data + t0 * K * isz,
+			.w = (const float *)w.data + t0 * K,
+			.y = y + t0 * H,
+			.tokens = (uint32_t)n,
+			.top_k = (uint32_t)K,
+			.layer = (uint32_t)idx,
+			.x_dtype = xsz == 2 ? KT_DTYPE_BF16 : KT_DTYPE_F32,
+			.ids_dtype = isz == 8 ? KT_DTYPE_I64 : KT_DTYPE_I32,
+			.y_dtype = KT_DTYPE_F32,
+		};
+
+		ret = kt_moe_forward(ctx, m, &a);
+		if (ret) {
+			fprintf(stderr, "kt forward: MoE op failed: %s\n",
+				strerror(-ret));
+			ret = 1;
+			goto out;
+		}
+	}
+	ret = npy_write_f32(yp, y, T, H) ? 1 : 0;
+out:
+	free(y);
+	kt_model_destroy(m);
+	kt_ctx_destroy(ctx);
+	free(x.data);
+	free(ids.data);
+	free(w.data);
+	return ret;
+}
+
+KT_COMMAND("forward", cmd_forward,
+	   "replay one MoE layer of a .ktw from NumPy files");

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cmd-inspect.c - `kt inspect FILE.ktw`: geometry, layers and sizes of a
+ * .ktw, after validating its header and table.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kt/kt.h>
+#include "tools/cmd.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kt inspect FILE.ktw\n"
+		"       kt inspect --load [--block BYTES] [--depth N] [--no-verify]\n"
+		"                  [--no-uring] [--no-hugepage] FILE.ktw\n\n"
+		"--load opens the model as a server would (kt_model_open) and reports\n"
+		"how: bytes, time, throughput, io_uring or pread, O_DIRECT, page size.\n");
+}
+
+/* Open the model like a server does and say how the load went. */
+static int load(const char *path, struct kt_model_opts *mo)
+{
+	struct kt_ctx_opts co = { .sz = sizeof(co) };
+	struct kt_load_stats st;
+	struct kt_model_info mi;
+	struct kt_model *m = NULL;
+	struct kt_ctx *ctx = NULL;
+	double s;
+	int ret;
+
+	ret = kt_ctx_create(&co, &ctx);
+	if (ret) {
+		fprintf(stderr, "kt inspect: context: %s\n", strerror(-ret));
+		return 1;
+	}
+	ret = kt_model_open(ctx, path, mo, &m);
+	kt_load_stats_get(&st);
+	if (ret) {
+		fprintf(stderr, "kt inspect: %s\n", kt_last_error());
+		kt_ctx_destroy(ctx);
+		return 1;
+	}
+	kt_model_get_info(m, &mi);
+	s = st.ns / 1e9;
+	if (st.mapped)
+		printf("load: mapped from hugetlbfs, %.1f MiB resident, %s checksums in %.3f s\n",
+		       mi.resident_bytes / 1048576.0,
+		       st.verified ? "verified" : "skipped", s);
+	else
+		printf("load: %.1f MiB in %.3f s = %.2f GB/s (%s%s, block %u KiB, depth %u, %s, %llu KiB pages)\n",
+		       st.bytes / 1048576.0, s, s > 0 ? st.bytes / s / 1e9 : 0.0,
+		       st.io_uring ? "io_uring" : "pread",
+		       st.direct ? " O_DIRECT" : "", st.block >> 10, st.depth,
+		       st.verified ? "CRC32C verified" : "not verified",
+		       (unsigned long long)st.page_kb);
+	kt_model_destroy(m);
+	kt_ctx_destroy(ctx);
+	return 0;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+	struct kt_model_opts mo = { .sz = sizeof(mo) };
+	struct kt_ktw_info in;
+	const char *path = NULL;
+	bool do_load = false;
+	int32_t *ids;
+	uint32_t i;
+	int a, ret;
+
+	for (a = 1; a < argc; a++) {
+		if (!strcmp(argv[a], "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[a], "--load")) {
+			do_load = true;
+		} else if (!strcmp(argv[a], "--no-verify")) {
+			mo.flags |= KT_MODEL_F_NO_VERIFY;
+		} else if (!strcmp(argv[a], "--no-uring")) {
+			mo.flags |= KT_MODEL_F_NO_URING;
+		} else if (!strcmp(argv[a], "--no-hugepage")) {
+			mo.flags |= KT_MODEL_F_NO_HUGEPAGE;
+		} else if (!strcmp(argv[a], "--block") && a + 1 < argc) {
+			mo.io_block = (uint32_t)strtoul(argv[++a], NULL, 0);
+		} else if (!strcmp(argv[a], "--depth") && a + 1 < argc) {
+			mo.io_depth = (uint32_t)strtoul(argv[++a], NULL, 0);
+		} else if (argv[a][0] != '-' && !path) {
+			path = argv[a];
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!path) {
+		usage(stderr);
+		return 2;
+	}
+	if (do_load)
+		return load(path, &mo);
+	argv[1] = (char *)path;
+	ret = kt_ktw_inspect(argv[1], &in, NULL, 0);
+	if (ret) {
+		fprintf(stderr, "kt inspect: %s\n", kt_last_error());
+		return 1;
+	}
+	ids = calloc(in.n_layers, sizeof(*ids));
+	if (!ids || kt_ktw_inspect(argv[1], &in, ids, in.n_layers)) {
+		fprintf(stderr, "kt inspect: %s\n", kt_last_error());
+		free(ids);
+		return 1;
+	}
+	printf("file:          %s%s\n", argv[1], in.hugetlbfs ? " (staged on hugetlbfs)" : "");
+	printf("format:        ktw %u.%u\n", in.version_major, in.version_minor);
+	printf("source:        %s\n", in.arch[0] ? in.arch : "?");
+	printf("quantization:  %s", kt_quant_name((enum kt_quant)in.quant));
+	if (in.group_size)
+		printf(" (group %u)", in.group_size);
+	printf("\nhidden:        %u\n", in.hidden);
+	printf("intermediate:  %u per expert\n", in.inter);
+	printf("experts:       %u per layer%s", in.n_experts, in.top_k ? "" : "\n");
+	if (in.top_k)
+		printf(", top-%u\n", in.top_k);
+	printf("expert size:   %llu bytes\n", (unsigned long long)in.expert_bytes);
+	printf("data:          %.1f MiB in %llu blobs\n", in.data_bytes / 1048576.0,
+	       (unsigned long long)in.n_layers * in.n_experts);
+	printf("file size:     %llu bytes\n", (unsigned long long)in.file_size);
+	printf("layers:        %u:", in.n_layers);
+	for (i = 0; i < in.n_layers; i++) {
+		/* print runs as A-B */
+		uint32_t j = i;
+
+		while (j + 1 < in.n_layers && ids[j + 1] == ids[j] + 1)
+			j++;
+		if (j > i)
+			printf(" %d-%d", ids[i], ids[j]);
+		else
+			printf(" %d", ids[i]);
+		i = j;
+	}
+	printf("\n");
+	free(ids);
+	return 0;
+}
+
+KT_COMMAND("inspect", cmd_inspect, "show the geometry, layers and sizes of a .ktw");
