@@ -262,6 +262,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	unsigned int t;
 	int m, j;
 
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 #if YMM_VNNI
 		ag[m] = au[m] = _mm256_setzero_si256();
@@ -274,6 +275,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 		const uint8_t *tg = gw + (size_t)t * 1024 + h * 32;
 		const uint8_t *tu = two ? uw + (size_t)t * 1024 + h * 32 : NULL;
 
+#pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			__m256i wg = _mm256_loadu_si256((const void *)
 							(tg + j * 64));
@@ -294,6 +296,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 			sg = _mm256_dpbusd_avx_epi32(sg, ones, wg);
 			if (two)
 				su = _mm256_dpbusd_avx_epi32(su, ones, wu);
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m256i xb = _mm256_xor_si256(flip,
 					_mm256_set1_epi32(ld32(x[m] + t * 64 +
@@ -315,6 +318,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 				__m256i ub = _mm256_cvtepi8_epi16(
 					_mm256_extracti128_si256(wu, 1));
 
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 					__m256i xb = bcast_x16(x[m] + t * 64 +
 							       j * 4);
@@ -341,12 +345,14 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 #if YMM_VNNI
 	sg = _mm256_slli_epi32(sg, 7);
 	su = _mm256_slli_epi32(su, 7);
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		og[m] = _mm256_sub_epi32(ag[m], sg);
 		if (two)
 			ou[m] = _mm256_sub_epi32(au[m], su);
 	}
 #else
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		og[m] = red_pairs(ag[0][m], ag[1][m]);
 		if (two)
@@ -374,6 +380,7 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 	unsigned int t;
 	int m, j;
 
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 #if YMM_VNNI
 		al[m] = ah[m] = _mm256_setzero_si256();
@@ -386,6 +393,7 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 	for (t = 0; t < nt; t++) {
 		const uint8_t *tw = w + (size_t)t * 1024 + h * 32;
 
+#pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			__m256i wv = _mm256_loadu_si256((const void *)
 							(tw + j * 64));
@@ -397,6 +405,7 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 				_mm_prefetch((const char *)tw + PF_DIST +
 					     j * 64, _MM_HINT_T0);
 #if YMM_VNNI
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				const uint8_t *xp = x[m] + t * 128 + j * 4;
 
@@ -416,6 +425,7 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 				__m256i hb = _mm256_cvtepu8_epi16(
 					_mm256_extracti128_si256(wh, 1));
 
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 					const uint8_t *xp = x[m] + t * 128 +
 							    j * 4;
@@ -439,6 +449,7 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 						  (G == 32 && j == 15);
 				unsigned int gh = gl + 64 / G;
 
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 #if YMM_VNNI
 					__m256i dl = al[m], dh = ah[m];
@@ -484,6 +495,7 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 			}
 		}
 	}
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 		out[m] = f[m];
 }
@@ -504,6 +516,7 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 		const uint8_t *tg = gw + (size_t)t * 1024 + h * 32;
 		const uint8_t *tu = two ? uw + (size_t)t * 1024 + h * 32 : NULL;
 
+#pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			__m256i wg = _mm256_loadu_si256((const void *)
 							(tg + j * 64));
@@ -527,6 +540,7 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 				uo = _mm256_castsi256_ps(
 					_mm256_and_si256(wu, hi16));
 			}
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m256i xb = _mm256_set1_epi32(ld32(x[m] +
 						t * 64 + j * 4));
@@ -557,6 +571,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 	unsigned int nb, h, K = a->K;
 	int m;
 
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		x[m] = a->act + a->act_rows[i0 + m] * a->act_stride;
 		xs[m] = act_scale(x[m], K);
@@ -575,6 +590,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 
 				mk_i8(a->gate->tiles + off, a->up->tiles + off,
 				      1, h, K / 64, x, M, ig, iu);
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 					__m256 s = _mm256_set1_ps(xs[m]);
 
@@ -593,6 +609,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 				      g);
 				mk_i4(a->up->tiles + off, h, K / 128, x, gs,
 				      a->up->scales + n, a->N, a->group, M, u);
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 					__m256 s = _mm256_set1_ps(xs[m]);
 
@@ -602,12 +619,14 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			} else {
 				size_t off = (size_t)nb * (K / 32) * 1024;
 
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					g[m] = u[m] = _mm256_setzero_ps();
 				mk_bf16(a->gate->tiles + off,
 					a->up->tiles + off, 1, h, K / 32, x, M,
 					g, u);
 			}
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++)
 				_mm256_storeu_ps(a->out + (i0 + m) *
 						 a->out_stride + n - a->n0,
@@ -680,6 +699,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 		const int32_t *gs[MR];
 		__m256 xs[MR];
 
+#pragma GCC unroll 16
 		for (m = 0; m < M; m++) {
 			x[m] = a->act + (i0 + m) * a->act_stride +
 			       (c - c0) * crow;
@@ -699,6 +719,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 					__m256i d[MR];
 
 					mk_i8(tw, NULL, 0, h, P, x, M, d, NULL);
+#pragma GCC unroll 16
 					for (m = 0; m < M; m++)
 						r[m] = _mm256_fmadd_ps(
 							_mm256_cvtepi32_ps(d[m]),
@@ -710,21 +731,25 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 					      h * 8 + (size_t)(c * a->kc /
 					      a->group) * a->N, a->N,
 					      a->group, M, r);
+#pragma GCC unroll 16
 					for (m = 0; m < M; m++)
 						r[m] = _mm256_fmadd_ps(r[m],
 							xs[m], _mm256_loadu_ps(
 							pp + m * nsub));
 				} else {
+#pragma GCC unroll 16
 					for (m = 0; m < M; m++)
 						r[m] = _mm256_loadu_ps(pp +
 								m * nsub);
 					mk_bf16(tw, NULL, 0, h, P, x, M, r,
 						NULL);
 				}
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					_mm256_storeu_ps(pp + m * nsub, r[m]);
 			}
 	}
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		float *y = a->y + a->y_rows[i0 + m] * a->y_stride;
 		__m256 w = _mm256_set1_ps(a->w[i0 + m]);
