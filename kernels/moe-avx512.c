@@ -404,6 +404,14 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 	}
 }
 
+void kern_exp_f32_avx512(float *out, const float *x, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i += 16)
+		_mm512_storeu_ps(out + i, kern_exp_avx512(_mm512_loadu_ps(x + i)));
+}
+
 void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
 			      unsigned int n)
 {

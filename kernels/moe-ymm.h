@@ -33,21 +33,26 @@ AI int32_t ld32(const void *p)
 	return v;
 }
 
-/* ---- exp / SiLU on 8 lanes (same polynomial as vexp-avx512.h) ---------- */
+/* ---- exp / SiLU on 8 lanes ---------------------------------------------- */
 
+/*
+ * exp(x) = 2^n e^r as in vexp-avx512.h; without vscalefps, 2^n is built in
+ * two factors (n = 128 near 88.7 is not one normal float) and the range
+ * ends are set by hand: +inf above 88.72, 0 below -87.3 (no denormals).
+ */
 AI __m256 exp8(__m256 x)
 {
 	const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
 	const __m256 ln2_hi = _mm256_set1_ps(0.693145751953125f);
 	const __m256 ln2_lo = _mm256_set1_ps(1.428606765330187e-06f);
-	__m256 n, r, p, lo;
+	const __m256 hi = _mm256_set1_ps(88.72283f), lo = _mm256_set1_ps(-87.3f);
+	__m256 n, r, p, f, xc;
 	__m256i e;
 
-	x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.5f)),
-			  _mm256_set1_ps(-87.5f));
-	n = _mm256_round_ps(_mm256_mul_ps(x, log2e),
+	xc = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
+	n = _mm256_round_ps(_mm256_mul_ps(xc, log2e),
 			    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	r = _mm256_fnmadd_ps(n, ln2_hi, x);
+	r = _mm256_fnmadd_ps(n, ln2_hi, xc);
 	r = _mm256_fnmadd_ps(n, ln2_lo, r);
 	p = _mm256_set1_ps(1.0f / 5040);
 	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
@@ -57,18 +62,17 @@ AI __m256 exp8(__m256 x)
 	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
 	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
 	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-	/*
-	 * 2^n in two factors so that n = 128 (x near 88.7) and n = -126
-	 * stay representable: 2^(n - n/2) * 2^(n/2).
-	 */
 	e = _mm256_cvtps_epi32(n);
-	lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(
+	f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(
 		_mm256_srai_epi32(e, 1), _mm256_set1_epi32(127)), 23));
-	p = _mm256_mul_ps(p, lo);
-	lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(
+	p = _mm256_mul_ps(p, f);
+	f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(
 		_mm256_sub_epi32(e, _mm256_srai_epi32(e, 1)),
 		_mm256_set1_epi32(127)), 23));
-	return _mm256_mul_ps(p, lo);
+	p = _mm256_mul_ps(p, f);
+	p = _mm256_blendv_ps(p, _mm256_set1_ps(__builtin_inff()),
+			     _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+	return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), p);
 }
 
 AI __m256 silu_mul8(__m256 g, __m256 u)
@@ -77,6 +81,24 @@ AI __m256 silu_mul8(__m256 g, __m256 u)
 
 	return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(
 				_mm256_set1_ps(1.0f), e)), u);
+}
+
+void YNAME(kern_exp_f32)(float *out, const float *x, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i += 8)
+		_mm256_storeu_ps(out + i, exp8(_mm256_loadu_ps(x + i)));
+}
+
+void YNAME(kern_silu_mul_f32)(float *out, const float *g, const float *u,
+			      unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i += 8)
+		_mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(g + i),
+						    _mm256_loadu_ps(u + i)));
 }
 
 /* ---- activation rows: the same format as the AVX-512 variant ----------- */

@@ -64,9 +64,22 @@ KERN_DECLARE_ISA(avx512);
 KERN_DECLARE_ISA(amx);
 KERN_DECLARE_ISA(avxvnni_evex);
 
-/* out[i] = silu(g[i]) * u[i], @n a multiple of 16 (AMX post-processing). */
+/*
+ * The vector exp and silu(g) * u of the variants, over arrays (@n a
+ * multiple of 16): the AMX variant's post-processing and the tests.
+ */
+void kern_exp_f32_avx512(float *out, const float *x, unsigned int n);
 void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
 			      unsigned int n);
+void kern_exp_f32_avx2(float *out, const float *x, unsigned int n);
+void kern_silu_mul_f32_avx2(float *out, const float *g, const float *u,
+			    unsigned int n);
+void kern_exp_f32_avxvnni(float *out, const float *x, unsigned int n);
+void kern_silu_mul_f32_avxvnni(float *out, const float *g, const float *u,
+			       unsigned int n);
+void kern_exp_f32_avxvnni_evex(float *out, const float *x, unsigned int n);
+void kern_silu_mul_f32_avxvnni_evex(float *out, const float *g,
+				    const float *u, unsigned int n);
 
 /*
  * Tokens per expert from which the AMX variant runs its tile kernels
