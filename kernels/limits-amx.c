@@ -16,6 +16,8 @@ static void peak_cfg(void)
 	kern_amx_cfg_init(&c);
 	for (t = 0; t < 8; t++)
 		kern_amx_cfg_tile(&c, t, 16, 64);
+	/* ldtilecfg names only 8 bytes of @c as its operand */
+	__asm__ volatile("" ::: "memory");
 	_tile_loadconfig(&c);
 	_tile_zero(0);
 	_tile_zero(1);

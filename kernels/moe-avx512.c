@@ -194,8 +194,10 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	unsigned int t;
 	int m, c, j;
 
+#pragma GCC unroll 16
 	for (c = 0; c < CH; c++) {
 		sg[c] = su[c] = _mm512_setzero_si512();
+#pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			ag[c][m] = au[c][m] = _mm512_setzero_si512();
 	}
@@ -203,6 +205,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 		const uint8_t *tg = gw + (size_t)t * 1024;
 		const uint8_t *tu = two ? uw + (size_t)t * 1024 : NULL;
 
+#pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			const int s = CH == 2 ? (j & 1) : 0;
 			__m512i wg = _mm512_loadu_si512(tg + j * 64), wu;
@@ -216,6 +219,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 					     j * 64, _MM_HINT_T0);
 				su[s] = _mm512_dpbusd_epi32(su[s], ones, wu);
 			}
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m512i xb = _mm512_xor_si512(flip,
 					bcast32(x[m] + t * 64 + j * 4));
@@ -231,6 +235,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	if (CH == 2) {
 		sg[0] = _mm512_add_epi32(sg[0], sg[1]);
 		su[0] = _mm512_add_epi32(su[0], su[1]);
+#pragma GCC unroll 16
 		for (m = 0; m < M; m++) {
 			ag[0][m] = _mm512_add_epi32(ag[0][m], ag[1][m]);
 			au[0][m] = _mm512_add_epi32(au[0][m], au[1][m]);
@@ -238,6 +243,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	}
 	sg[0] = _mm512_slli_epi32(sg[0], 7);
 	su[0] = _mm512_slli_epi32(su[0], 7);
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		og[m] = _mm512_sub_epi32(ag[0][m], sg[0]);
 		if (two)
@@ -261,6 +267,7 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 	unsigned int t;
 	int m, j;
 
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		al[m] = ah[m] = _mm512_setzero_si512();
 		f[m] = _mm512_setzero_ps();
@@ -268,6 +275,7 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 	for (t = 0; t < nt; t++) {
 		const uint8_t *tw = w + (size_t)t * 1024;
 
+#pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			__m512i wv = _mm512_loadu_si512(tw + j * 64);
 			__m512i wl = _mm512_and_si512(wv, lo4);
@@ -276,6 +284,7 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 
 			_mm_prefetch((const char *)tw + PF_DIST + j * 64,
 				     _MM_HINT_T0);
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				const uint8_t *xp = x[m] + t * 128 + j * 4;
 
@@ -296,6 +305,7 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 				__m512 sh = _mm512_loadu_ps(ws + gh *
 							    ws_stride);
 
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 					__m512i cl = _mm512_set1_epi32(
 						8 * gs[m][gl]);
@@ -317,6 +327,7 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 				__m512 s = _mm512_loadu_ps(ws + t *
 							   ws_stride);
 
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 					__m512i d = _mm512_add_epi32(al[m],
 								     ah[m]);
@@ -333,6 +344,7 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 			}
 		}
 	}
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 		out[m] = f[m];
 }
@@ -346,6 +358,7 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 	unsigned int t;
 	int m, j;
 
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		ag[0][m] = og[m];
 		ag[1][m] = _mm512_setzero_ps();
@@ -358,6 +371,7 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 		const uint8_t *tg = gw + (size_t)t * 1024;
 		const uint8_t *tu = two ? uw + (size_t)t * 1024 : NULL;
 
+#pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			const int s = j & 1;
 			__m512bh wg = (__m512bh)_mm512_loadu_si512(tg + j * 64);
@@ -370,6 +384,7 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 				_mm_prefetch((const char *)tu + PF_DIST +
 					     j * 64, _MM_HINT_T0);
 			}
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m512bh xb = (__m512bh)bcast32(x[m] +
 						t * 64 + j * 4);
@@ -381,11 +396,30 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 			}
 		}
 	}
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		og[m] = _mm512_add_ps(ag[0][m], ag[1][m]);
 		if (two)
 			ou[m] = _mm512_add_ps(au[0][m], au[1][m]);
 	}
+}
+
+void kern_exp_f32_avx512(float *out, const float *x, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i += 16)
+		_mm512_storeu_ps(out + i, kern_exp_avx512(_mm512_loadu_ps(x + i)));
+}
+
+void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
+			      unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i += 16)
+		_mm512_storeu_ps(out + i, kern_silu_mul_avx512(
+			_mm512_loadu_ps(g + i), _mm512_loadu_ps(u + i)));
 }
 
 /* ---- gate + up ------------------------------------------------------------ */
@@ -399,6 +433,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 	unsigned int nb, K = a->K;
 	int m;
 
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		x[m] = a->act + a->act_rows[i0 + m] * a->act_stride;
 		xs[m] = act_scale(x[m], K);
@@ -416,6 +451,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			mk_i8(a->gate->tiles + off, a->up->tiles + off, 1,
 			      K / 64,
 			      x, M, ig, iu);
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m512 s = _mm512_set1_ps(xs[m]);
 
@@ -431,6 +467,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			      a->gate->scales + nb * 16, a->N, a->group, M, g);
 			mk_i4(a->up->tiles + off, K / 128, x, gs,
 			      a->up->scales + nb * 16, a->N, a->group, M, u);
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m512 s = _mm512_set1_ps(xs[m]);
 
@@ -440,11 +477,13 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 		} else {
 			size_t off = (size_t)nb * (K / 32) * 1024;
 
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++)
 				g[m] = u[m] = _mm512_setzero_ps();
 			mk_bf16(a->gate->tiles + off, a->up->tiles + off, 1,
 				K / 32, x, M, g, u);
 		}
+#pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			_mm512_storeu_ps(a->out + (i0 + m) * a->out_stride +
 					 nb * 16 - a->n0,
@@ -518,6 +557,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 		const int32_t *gs[MR];
 		__m512 xs[MR];
 
+#pragma GCC unroll 16
 		for (m = 0; m < M; m++) {
 			x[m] = a->act + (i0 + m) * a->act_stride +
 			       (c - c0) * crow;
@@ -535,6 +575,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 				__m512i d[MR];
 
 				mk_i8(tw, NULL, 0, P, x, M, d, NULL);
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_fmadd_ps(
 						_mm512_cvtepi32_ps(d[m]),
@@ -544,19 +585,23 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 				mk_i4(tw, P, x, gs, a->down->scales + nb * 16 +
 				      (size_t)(c * a->kc / a->group) * a->N,
 				      a->N, a->group, M, r);
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_fmadd_ps(r[m], xs[m],
 						_mm512_loadu_ps(pp +
 						m * nsub));
 			} else {
+#pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_loadu_ps(pp + m * nsub);
 				mk_bf16(tw, NULL, 0, P, x, M, r, NULL);
 			}
+#pragma GCC unroll 16
 			for (m = 0; m < M; m++)
 				_mm512_storeu_ps(pp + m * nsub, r[m]);
 		}
 	}
+#pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		float *y = a->y + a->y_rows[i0 + m] * a->y_stride;
 		__m512 w = _mm512_set1_ps(a->w[i0 + m]);

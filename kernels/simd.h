@@ -62,5 +62,32 @@ KERN_DECLARE_ISA(avx2);
 KERN_DECLARE_ISA(avxvnni);
 KERN_DECLARE_ISA(avx512);
 KERN_DECLARE_ISA(amx);
+KERN_DECLARE_ISA(avxvnni_evex);
+
+/*
+ * The vector exp and silu(g) * u of the variants, over arrays (@n a
+ * multiple of 16): the AMX variant's post-processing and the tests.
+ */
+void kern_exp_f32_avx512(float *out, const float *x, unsigned int n);
+void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
+			      unsigned int n);
+void kern_exp_f32_avx2(float *out, const float *x, unsigned int n);
+void kern_silu_mul_f32_avx2(float *out, const float *g, const float *u,
+			    unsigned int n);
+void kern_exp_f32_avxvnni(float *out, const float *x, unsigned int n);
+void kern_silu_mul_f32_avxvnni(float *out, const float *g, const float *u,
+			       unsigned int n);
+void kern_exp_f32_avxvnni_evex(float *out, const float *x, unsigned int n);
+void kern_silu_mul_f32_avxvnni_evex(float *out, const float *g,
+				    const float *u, unsigned int n);
+
+/*
+ * Tokens per expert from which the AMX variant runs its tile kernels
+ * instead of the AVX-512 ones (reasoning: Documentation/kernels.md).
+ */
+#define KERN_AMX_MIN_M	16
+
+/* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
+extern const struct kern_ops kern_ops_avxvnni_evex;
 
 #endif /* KT_KERNELS_SIMD_H */

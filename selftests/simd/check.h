@@ -25,7 +25,7 @@
  * ulps of its largest partial sum.
  */
 #define SC_TOL_INT8	2e-6
-#define SC_TOL_INT4	4e-6
+#define SC_TOL_INT4	1e-5
 #define SC_TOL_BF16	5e-5
 
 struct sc_expert {

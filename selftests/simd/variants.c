@@ -7,6 +7,7 @@
 #include "kt_test.h"
 #include "simd/check.h"
 #include "ktcore/core.h"
+#include "kernels/simd.h"
 
 /* Whether this CPU runs @isa: cpuid, XCR0 and the AMX permission agree. */
 static int cpu_runs(enum kt_isa isa)
@@ -19,6 +20,8 @@ static int cpu_runs(enum kt_isa isa)
  * their objects out of libkt.a; these strong ones do.
  */
 const struct kern_ops *const sc_linked[] = {
+	&kern_ops_avx2,
+	&kern_ops_avxvnni,
 	&kern_ops_avx512,
 };
 
@@ -43,10 +46,10 @@ static double tol_of(enum kt_quant q)
  * All cases on two geometries: KC = 256 (I = 512) and KC = 128 (I = 640:
  * five chunks, so a chunk range need not start at 0).
  */
-static int check_variant(struct kt_test_meta *_metadata, enum kt_isa isa,
-			 enum kt_quant q, unsigned int group)
+static int check_ops(struct kt_test_meta *_metadata, enum kt_isa isa,
+		     const struct kern_ops *ops, enum kt_quant q,
+		     unsigned int group)
 {
-	const struct kern_ops *ops = kern_ops_get(isa);
 	const struct kern_quant_ops *v = kern_quant_ops_get(ops, q);
 	static const unsigned int geo[][2] = { { 512, 512 }, { 384, 640 } };
 	unsigned int gi, ci;
@@ -82,6 +85,27 @@ static int check_variant(struct kt_test_meta *_metadata, enum kt_isa isa,
 	}
 	return 0;
 }
+
+static int check_variant(struct kt_test_meta *_metadata, enum kt_isa isa,
+			 enum kt_quant q, unsigned int group)
+{
+	return check_ops(_metadata, isa, kern_ops_get(isa), q, group);
+}
+
+/*
+ * The AVX-VNNI body with EVEX vpdpbusd: runs where AVX-512 does, so that
+ * the AVX-VNNI data flow is checked on CPUs without AVX-VNNI too.
+ */
+static int check_vnni_evex(struct kt_test_meta *_metadata, enum kt_quant q,
+			   unsigned int group)
+{
+	return check_ops(_metadata, KT_ISA_AVX512, &kern_ops_avxvnni_evex, q,
+			 group);
+}
+
+TEST(avxvnni_body_evex_int8) { check_vnni_evex(_metadata, KT_QUANT_INT8, 0); }
+TEST(avxvnni_body_evex_int4_g32) { check_vnni_evex(_metadata, KT_QUANT_INT4, 32); }
+TEST(avxvnni_body_evex_int4_g128) { check_vnni_evex(_metadata, KT_QUANT_INT4, 128); }
 
 #define VARIANT_TESTS(isa_name, isa)					\
 	TEST(isa_name##_int8) { check_variant(_metadata, isa, KT_QUANT_INT8, 0); } \

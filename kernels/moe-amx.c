@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+/*
+ * moe-amx.c - the AMX variant: tile kernels (moe-amx.h) for experts with
+ * at least KERN_AMX_MIN_M tokens, the AVX-512 kernels below that. Both read
+ * the activation rows of the AVX-512 variant.
+ */
+#include <immintrin.h>
+
+#define AMX_NAME(x) amx_##x
+#include "kernels/moe-amx.h"
+
+size_t kern_scratch_bytes_amx(const struct kern_geom *g, unsigned int max_m)
+{
+	size_t t = amx_scratch_bytes(g, max_m);
+	size_t v = kern_scratch_bytes_avx512(g, max_m);
+
+	return t > v ? t : v;
+}
+
+const struct kern_ops kern_ops_amx = {
+	.isa = KT_ISA_AMX,
+	.name = "amx",
+	.q = {
+		[KT_QUANT_INT8] = {
+			.act_row_bytes = kern_act_row_bytes_int8_avx512,
+			.act_prepare = kern_act_prepare_int8_avx512,
+			.scratch_bytes = kern_scratch_bytes_amx,
+			.gate_up = kern_gate_up_int8_avx512,
+			.down = kern_down_int8_avx512,
+			.gate_up_many = amx_gate_up_q8,
+			.down_many = amx_down_q8,
+			.many_min_m = KERN_AMX_MIN_M,
+		},
+		[KT_QUANT_INT4] = {
+			.act_row_bytes = kern_act_row_bytes_int4_avx512,
+			.act_prepare = kern_act_prepare_int4_avx512,
+			.scratch_bytes = kern_scratch_bytes_amx,
+			.gate_up = kern_gate_up_int4_avx512,
+			.down = kern_down_int4_avx512,
+			.gate_up_many = amx_gate_up_q4,
+			.down_many = amx_down_q4,
+			.many_min_m = KERN_AMX_MIN_M,
+		},
+		[KT_QUANT_BF16] = {
+			.act_row_bytes = kern_act_row_bytes_bf16_avx512,
+			.act_prepare = kern_act_prepare_bf16_avx512,
+			.scratch_bytes = kern_scratch_bytes_amx,
+			.gate_up = kern_gate_up_bf16_avx512,
+			.down = kern_down_bf16_avx512,
+			.gate_up_many = amx_gate_up_bf16,
+			.down_many = amx_down_bf16,
+			.many_min_m = KERN_AMX_MIN_M,
+		},
+	},
+};

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+/*
+ * simd-bench.c - kernel-level benchmark of one SIMD variant on the
+ * context's workers: decode (T tokens, each expert once, weights streamed
+ * from DRAM) in GB/s against kt_ctx_measure_read_bw(), and prefill (T
+ * tokens on one expert) in TOPS against kt_ctx_measure_peak().
+ * Built and run by scripts/simd-bench.sh; not part of the library.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/kern.h"
+#include "kernels/pack.h"
+#include "ktcore/core.h"
+
+struct bench {
+	const struct kern_quant_ops *v;
+	struct kern_pack_layout l;
+	unsigned int n_exp, T, reps, nw;
+	uint8_t **blob;
+	struct core_mat *mats;	/* [n_exp][3] */
+	uint8_t *act, *iact;	/* prepared x [T], intermediate [T][chunks] */
+	size_t arow, crow;
+	uint32_t *rows;
+	float *w, *y, *out;	/* out: [nw][T][I / nw] */
+	void **scratch;
+	unsigned int e;		/* expert of the current step */
+	double t_ns;
+};
+
+static unsigned int part(unsigned int n, unsigned int i, unsigned int k)
+{
+	return (unsigned int)((uint64_t)n / 16 * i / k) * 16;
+}
+
+static void job_gate_up(void *arg, const struct core_worker_info *wi)
+{
+	struct bench *b = arg;
+	unsigned int I = b->l.inter, i0, mm;
+	struct core_mat *m = b->mats + b->e * 3;
+	float *out = b->out + (size_t)wi->global * b->T * I;
+
+	for (i0 = 0; i0 < b->T; i0 += mm) {
+		struct kern_gate_up_args a = {
+			.gate = &m[0], .up = &m[1], .N = I, .K = b->l.hidden,
+			.group = b->l.quant == KT_QUANT_INT4 ? b->l.group : 0,
+			.n0 = part(I, wi->global, b->nw),
+			.n1 = part(I, wi->global + 1, b->nw),
+			.act = b->act, .act_stride = b->arow,
+			.act_rows = b->rows + i0, .out = out,
+			.out_stride = I, .scratch = b->scratch[wi->global],
+		};
+
+		mm = b->T - i0 < KERN_MAX_M ? b->T - i0 : KERN_MAX_M;
+		a.m = mm;
+		if (a.n0 == a.n1)
+			continue;
+		if (b->v->gate_up_many && mm >= b->v->many_min_m)
+			b->v->gate_up_many(&a);
+		else
+			b->v->gate_up(&a);
+	}
+}
+
+static void job_down(void *arg, const struct core_worker_info *wi)
+{
+	struct bench *b = arg;
+	unsigned int H = b->l.hidden, I = b->l.inter, i0, mm;
+	size_t stride = (size_t)(I / b->l.kc) * b->crow;
+	struct core_mat *m = b->mats + b->e * 3;
+
+	for (i0 = 0; i0 < b->T; i0 += mm) {
+		struct kern_down_args a = {
+			.down = &m[2], .N = H, .K = I, .kc = b->l.kc,
+			.group = b->l.quant == KT_QUANT_INT4 ? b->l.group : 0,
+			.n0 = part(H, wi->global, b->nw),
+			.n1 = part(H, wi->global + 1, b->nw),
+			.k0 = 0, .k1 = I, .act = b->iact + i0 * stride,
+			.act_stride = stride, .y_rows = b->rows + i0,
+			.w = b->w + i0, .y = b->y, .y_stride = H,
+			.scratch = b->scratch[wi->global],
+		};
+
+		mm = b->T - i0 < KERN_MAX_M ? b->T - i0 : KERN_MAX_M;
+		a.m = mm;
+		if (a.n0 == a.n1)
+			continue;
+		if (b->v->down_many && mm >= b->v->many_min_m)
+			b->v->down_many(&a);
+		else
+			b->v->down(&a);
+	}
+}
+
+/* reps rounds over all experts, both halves of each expert in turn. */
+static int run_exec(struct kt_ctx *ctx, void *arg)
+{
+	struct bench *b = arg;
+	uint64_t t0 = core_now_ns();
+	unsigned int r;
+
+	for (r = 0; r < b->reps; r++)
+		for (b->e = 0; b->e < b->n_exp; b->e++) {
+			core_ctx_run(ctx, job_gate_up, b);
+			core_ctx_run(ctx, job_down, b);
+		}
+	b->t_ns = (double)(core_now_ns() - t0);
+	return 0;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t s = seed;
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		memcpy(p + i, &s, 8);
+	}
+}
+
+static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
+		 unsigned int H, unsigned int I, size_t total_bytes)
+{
+	struct kern_geom g;
+	unsigned int e, i, k, G;
+	size_t nsc, chunks;
+	float *x;
+
+	if (kern_pack_layout(q, H, I, 128, &b->l))
+		return -EINVAL;
+	G = q == KT_QUANT_INT4 ? b->l.group : 0;
+	b->n_exp = (unsigned int)(total_bytes / b->l.total);
+	if (!b->n_exp)
+		b->n_exp = 1;
+	b->blob = calloc(b->n_exp, sizeof(*b->blob));
+	b->mats = calloc(b->n_exp * 3, sizeof(*b->mats));
+	for (e = 0; e < b->n_exp; e++) {
+		b->blob[e] = aligned_alloc(4096, (b->l.total + 4095) & ~4095ul);
+		if (!b->blob[e])
+			return -ENOMEM;
+		fill(b->blob[e], b->l.total, e + 1);
+		/* finite small scales; tiles are random bytes */
+		for (k = 0; k < 3; k++) {
+			float *sc = (float *)(b->blob[e] + b->l.scales_off[k]);
+
+			nsc = b->l.scales_bytes[k] / 4;
+			for (i = 0; i < nsc; i++)
+				sc[i] = 1e-3f;
+			kern_pack_mat(&b->l, (enum kern_mat_id)k, b->blob[e],
+				      &b->mats[e * 3 + k]);
+		}
+		if (q == KT_QUANT_BF16)
+			/* bf16 tiles: keep exponents sane (0x3c.. ~ 0.01) */
+			for (i = 0; i < b->l.scales_off[0]; i += 2)
+				b->blob[e][i + 1] = 0x3c;
+	}
+	b->arow = b->v->act_row_bytes(H, G);
+	b->crow = b->v->act_row_bytes(b->l.kc, G);
+	chunks = I / b->l.kc;
+	b->act = aligned_alloc(64, b->arow * b->T);
+	b->iact = aligned_alloc(64, b->crow * chunks * b->T);
+	x = malloc(sizeof(float) * H * b->T);
+	for (i = 0; i < H * b->T; i++)
+		x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+	b->v->act_prepare(x, H * 4, KT_DTYPE_F32, b->T, H, G, b->act, b->arow);
+	for (i = 0; i < b->T * chunks; i++)
+		b->v->act_prepare(x, 0, KT_DTYPE_F32, 1, b->l.kc, G,
+				  b->iact + i * b->crow, b->crow);
+	free(x);
+	b->rows = malloc(sizeof(uint32_t) * b->T);
+	b->w = malloc(sizeof(float) * b->T);
+	for (i = 0; i < b->T; i++) {
+		b->rows[i] = i;
+		b->w[i] = 0.5f;
+	}
+	b->y = calloc((size_t)b->T * H, sizeof(float));
+	b->nw = kt_ctx_threads(ctx);
+	b->out = calloc((size_t)b->nw * b->T * I, sizeof(float));
+	b->scratch = calloc(b->nw, sizeof(void *));
+	g = (struct kern_geom){ H, I, G, b->l.kc };
+	for (i = 0; i < b->nw; i++)
+		b->scratch[i] = aligned_alloc(64, (b->v->scratch_bytes(&g,
+					      KERN_MAX_M) + 127) & ~63ul);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	enum kt_quant q = KT_QUANT_INT8;
+	unsigned int H = 7168, I = 2048, T = 1, threads = 0;
+	enum kt_isa isa = KT_ISA_AUTO;
+	struct kt_ctx_opts o = { .sz = sizeof(o) };
+	struct kt_ctx *ctx;
+	struct bench b = { 0 };
+	double gbps = 0, tops = 0, bytes, ops;
+	size_t total = 384ull << 20;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "q:T:H:I:t:i:m:")) != -1) {
+		switch (opt) {
+		case 'q':
+			q = !strcmp(optarg, "int4") ? KT_QUANT_INT4 :
+			    !strcmp(optarg, "bf16") ? KT_QUANT_BF16 :
+			    KT_QUANT_INT8;
+			break;
+		case 'T': T = (unsigned int)atoi(optarg); break;
+		case 'H': H = (unsigned int)atoi(optarg); break;
+		case 'I': I = (unsigned int)atoi(optarg); break;
+		case 't': threads = (unsigned int)atoi(optarg); break;
+		case 'i':
+			if (core_isa_parse(optarg, &isa))
+				return 2;
+			break;
+		case 'm': total = (size_t)atol(optarg) << 20; break;
+		default:
+			fprintf(stderr, "usage: simd-bench [-q int8|int4|bf16] "
+				"[-T tokens] [-H hidden] [-I inter] "
+				"[-t threads] [-i isa] [-m weight MiB]\n");
+			return 2;
+		}
+	}
+	o.threads = threads;
+	o.isa = isa;
+	if (kt_ctx_create(&o, &ctx)) {
+		fprintf(stderr, "simd-bench: no context\n");
+		return 1;
+	}
+	b.v = kern_quant_ops_get(kern_ops_get(kt_ctx_isa(ctx)), q);
+	b.T = T;
+	if (!b.v || setup(&b, ctx, q, H, I, T > 64 ? 1 : total)) {
+		fprintf(stderr, "simd-bench: setup failed\n");
+		return 1;
+	}
+	kt_ctx_measure_read_bw(ctx, 0, 0, &gbps);
+	kt_ctx_measure_peak(ctx, q, 0, &tops);
+	/* warm up, then about 0.5-2 s of work */
+	b.reps = 1;
+	core_ctx_exec(ctx, run_exec, &b);
+	b.reps = T > 64 ? 3 : 4;
+	core_ctx_exec(ctx, run_exec, &b);
+	bytes = (double)b.l.total * b.n_exp * b.reps;
+	ops = 2.0 * 3.0 * H * I * (double)T * b.n_exp * b.reps;
+	printf("isa %s quant %s H %u I %u T %u threads %u experts %u\n",
+	       kt_isa_name(kt_ctx_isa(ctx)), kt_quant_name(q), H, I, T, b.nw,
+	       b.n_exp);
+	printf("time/expert %.1f us  weights %.2f GB/s (read bw %.2f GB/s, "
+	       "%.2f)  compute %.3f TOPS (peak %.3f TOPS, %.2f)\n",
+	       b.t_ns / 1e3 / b.n_exp / b.reps, bytes / b.t_ns, gbps,
+	       bytes / b.t_ns / gbps, ops / b.t_ns / 1e3, tops,
+	       ops / b.t_ns / 1e3 / tops);
+	kt_ctx_destroy(ctx);
+	return 0;
+}
