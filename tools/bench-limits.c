@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench-limits.c - the machine limits every bench case is compared with:
+ * read bandwidth and compute peaks of the context in use, measured in the
+ * same run; and the packed size of an expert, for the bytes touched.
+ */
+#include <errno.h>
+
+#include "tools/bench.h"
+#include "tools/sys.h"
+
+/* Large enough to defeat the last-level cache many times over. */
+static uint64_t bw_buffer_bytes(const struct bench_cfg *cfg)
+{
+	uint64_t want = 8 * sys_l3_bytes(), avail = sys_mem_available();
+
+	if (cfg->bw_bytes)
+		return cfg->bw_bytes;
+	if (want < (1ull << 30))
+		want = 1ull << 30;
+	if (avail && want > avail / 4)
+		want = avail / 4;
+	return want;
+}
+
+/**
+ * bench_limits_measure() - read bandwidth and int8 / bf16 peaks of @ctx.
+ * @ctx: the context the cases run on (same workers, same ISA).
+ * @cfg: --bw-size and --limit-ms.
+ * @l: filled.
+ * Return: 0, or the -errno of the first measurement that failed.
+ */
+int bench_limits_measure(struct kt_ctx *ctx, const struct bench_cfg *cfg,
+			 struct bench_limits *l)
+{
+	int ret;
+
+	l->isa = kt_ctx_isa(ctx);
+	l->threads = kt_ctx_threads(ctx);
+	l->bw_bytes = bw_buffer_bytes(cfg);
+	ret = kt_ctx_measure_read_bw(ctx, l->bw_bytes, cfg->limit_ms,
+				     &l->read_gbps);
+	if (ret)
+		return ret;
+	ret = kt_ctx_measure_peak(ctx, KT_QUANT_INT8, cfg->limit_ms,
+				  &l->peak_int8_tops);
+	if (ret)
+		return ret;
+	return kt_ctx_measure_peak(ctx, KT_QUANT_BF16, cfg->limit_ms,
+				   &l->peak_bf16_tops);
+}
+
+/**
+ * bench_limits_peak() - the peak that bounds a method: INT4 runs on the
+ *	int8 units after unpacking.
+ * @l: limits.
+ * @q: quantization.
+ * Return: tera-ops per second.
+ */
+double bench_limits_peak(const struct bench_limits *l, enum kt_quant q)
+{
+	return q == KT_QUANT_BF16 ? l->peak_bf16_tops : l->peak_int8_tops;
+}
+
+/**
+ * bench_expert_bytes() - packed bytes of one expert, as laid out in
+ *	Documentation/packed-layout.md; used to plan memory before the model
+ *	exists (the report uses kt_model_get_info()).
+ * @hidden: H.
+ * @inter: I.
+ * @q: quantization.
+ * @group_size: INT4 group along K (0: 128).
+ * Return: bytes; 0 for an unknown @q.
+ */
+uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
+			    enum kt_quant q, uint32_t group_size)
+{
+	uint64_t nk = (uint64_t)hidden * inter;
+	uint64_t g = group_size ? group_size : 128;
+
+	switch (q) {
+	case KT_QUANT_INT8:
+		/* three matrices of N*K bytes; one f32 scale per output row */
+		return 3 * nk + 4 * (2 * (uint64_t)inter + hidden);
+	case KT_QUANT_INT4:
+		/* gate/up: (H/G)*I scales each, down: (I/G)*H */
+		return 3 * nk / 2 + 4 * 3 * nk / g;
+	case KT_QUANT_BF16:
+		return 3 * 2 * nk;
+	}
+	return 0;
+}
