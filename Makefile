@@ -69,6 +69,7 @@ LIBKT_A := $(obj)/libkt.a
 KT_BIN := $(obj)/kt
 
 .DELETE_ON_ERROR:
+.SECONDARY:
 .SUFFIXES:
 .PHONY: all clean check selftests install check-abi asan tsan FORCE
 

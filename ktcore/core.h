@@ -7,6 +7,7 @@
 #define KT_CORE_CORE_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <kt/kt.h>
 
@@ -26,8 +27,15 @@ typedef void (*core_job_fn)(void *arg, const struct core_worker_info *w);
 /* Handler of one opcode; runs on the leader worker; returns cqe->res. */
 typedef int (*core_op_fn)(struct kt_ctx *ctx, const struct kt_sqe *sqe);
 
+/*
+ * Build a context. @isa_available tells whether kernels exist for a
+ * variant: KT_ISA_AUTO takes the best variant the CPU runs and that has
+ * kernels; a forced one (opts or KT_ISA) without either is -EOPNOTSUPP.
+ * Handlers left NULL answer -EOPNOTSUPP, except KT_OP_NOP (answers 0).
+ */
 int core_ctx_create(const struct kt_ctx_opts *opts,
 		    const core_op_fn handlers[KT_OP_COUNT],
+		    bool (*isa_available)(enum kt_isa isa),
 		    struct kt_ctx **out);
 
 /*
@@ -77,6 +85,14 @@ enum kt_isa core_isa_best(uint32_t cpu_flags);
 int core_isa_supported(enum kt_isa isa, uint32_t cpu_flags);
 /* Parse a KT_ISA spelling; -EINVAL when unknown. */
 int core_isa_parse(const char *name, enum kt_isa *isa);
+
+/* The host part of kt_sysinfo_get(): CPU, NUMA, hugepages, io_uring. */
+int core_sysinfo_fill(struct kt_sysinfo *si);
+
+/* The CPU brand string. */
+void core_cpu_model(char *buf, size_t n);
+/* The KT_LOG level in effect. */
+int core_log_level(void);
 
 uint64_t core_now_ns(void);
 
