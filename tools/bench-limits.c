@@ -61,32 +61,3 @@ double bench_limits_peak(const struct bench_limits *l, enum kt_quant q)
 {
 	return q == KT_QUANT_BF16 ? l->peak_bf16_tops : l->peak_int8_tops;
 }
-
-/**
- * bench_expert_bytes() - packed bytes of one expert, as laid out in
- *	Documentation/packed-layout.md; used to plan memory before the model
- *	exists (the report uses kt_model_get_info()).
- * @hidden: H.
- * @inter: I.
- * @q: quantization.
- * @group_size: INT4 group along K (0: 128).
- * Return: bytes; 0 for an unknown @q.
- */
-uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
-			    enum kt_quant q, uint32_t group_size)
-{
-	uint64_t nk = (uint64_t)hidden * inter;
-	uint64_t g = group_size ? group_size : 128;
-
-	switch (q) {
-	case KT_QUANT_INT8:
-		/* three matrices of N*K bytes; one f32 scale per output row */
-		return 3 * nk + 4 * (2 * (uint64_t)inter + hidden);
-	case KT_QUANT_INT4:
-		/* gate/up: (H/G)*I scales each, down: (I/G)*H */
-		return 3 * nk / 2 + 4 * 3 * nk / g;
-	case KT_QUANT_BF16:
-		return 3 * 2 * nk;
-	}
-	return 0;
-}

@@ -88,9 +88,18 @@ uint64_t synth_buffer_bytes(const struct synth_cfg *cfg);
 void synth_fill_bf16(uint16_t *dst, size_t n, uint64_t seed, float sigma);
 void synth_fill_f32(float *dst, size_t n, uint64_t seed, float sigma);
 
+/* Distinct weights rotated through, in multiples of the L3. */
+#define BENCH_ROTATE_L3		4
+#define BENCH_MIN_LAYERS	2
+#define BENCH_MAX_LAYERS	4096
+/* Left free for the kernel, kt's scratch and the bench's own buffers. */
+#define BENCH_MEM_RESERVE	(512ull << 20)
+
 /* The packed size of one expert (Documentation/packed-layout.md). */
 uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
 			    enum kt_quant q, uint32_t group_size);
+int bench_plan_layers(const struct bench_cfg *c, enum kt_quant q,
+		      uint64_t expert_bytes, uint32_t *layers);
 
 /* One timed case of the MoE op. */
 struct bench_case {

@@ -28,13 +28,6 @@ const struct bench_preset bench_presets[] = {
 const unsigned int bench_n_presets =
 	sizeof(bench_presets) / sizeof(bench_presets[0]);
 
-/* Distinct weights rotated through, in multiples of the L3. */
-#define ROTATE_L3_FACTOR	4
-#define MIN_LAYERS		2
-#define MAX_LAYERS		4096
-/* Left free for the kernel, kt's scratch and the bench's own buffers. */
-#define MEM_RESERVE		(512ull << 20)
-
 static const uint32_t default_tokens[] = { 1, 4, 32, 512 };
 
 static void usage(FILE *f)
@@ -75,7 +68,7 @@ static void usage(FILE *f)
 "      --op moe|nop      nop: submit -> completion round trip\n"
 "      --json            one JSON object per line\n"
 "  -h, --help\n"
-"\npresets:\n", ROTATE_L3_FACTOR, MIN_LAYERS);
+"\npresets:\n", BENCH_ROTATE_L3, BENCH_MIN_LAYERS);
 	for (i = 0; i < bench_n_presets; i++)
 		fprintf(f, "  %-16s H %5u  I %5u  E %3u  k %u\n",
 			bench_presets[i].name, bench_presets[i].hidden,
@@ -253,7 +246,7 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 			c->n_tokens = (unsigned int)n;
 			break;
 		case OPT_LAYERS:
-			if (opt_u32(optarg, 1, MAX_LAYERS, &c->layers))
+			if (opt_u32(optarg, 1, BENCH_MAX_LAYERS, &c->layers))
 				return bad("--layers", optarg, "1 .. 4096");
 			break;
 		case OPT_ITERS:
@@ -332,8 +325,11 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 	c->inter = dims[1] ? dims[1] : bench_presets[i].inter;
 	c->experts = dims[2] ? dims[2] : bench_presets[i].experts;
 	c->top_k = dims[3] ? dims[3] : bench_presets[i].top_k;
-	if (c->top_k > c->experts)
-		return bad("--topk", "", "more experts per token than experts");
+	if (c->top_k > c->experts) {
+		fprintf(stderr, "kt bench: bad --topk %u: more than the %u experts\n",
+			c->top_k, c->experts);
+		return -EINVAL;
+	}
 
 	if (!c->n_methods) {
 		c->methods[0] = KT_QUANT_INT8;
@@ -347,66 +343,6 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 		memcpy(c->tokens, default_tokens, sizeof(default_tokens));
 		c->n_tokens = sizeof(default_tokens) / sizeof(default_tokens[0]);
 	}
-	return 0;
-}
-
-/*
- * How many layers to rotate: enough distinct weights (ROTATE_L3_FACTOR x
- * L3) that a layer's experts have left the cache when it comes round
- * again, and never one layer, which would make back-to-back calls reuse
- * the experts both routings picked; capped by memory.
- */
-static int plan_layers(const struct bench_cfg *c, enum kt_quant q,
-		       uint64_t expert_bytes, uint32_t *layers)
-{
-	uint64_t layer_bytes = expert_bytes * c->experts;
-	struct synth_cfg sc = {
-		.hidden = c->hidden, .inter = c->inter, .dtype = c->src_dtype,
-	};
-	uint64_t avail = c->mem_limit ? c->mem_limit : sys_mem_available();
-	uint64_t need_extra = synth_buffer_bytes(&sc) + MEM_RESERVE;
-	uint64_t room, fit, want;
-
-	room = avail > need_extra ? avail - need_extra : 0;
-	fit = room / layer_bytes;
-	if (!fit) {
-		fprintf(stderr,
-			"kt bench: %s %s needs %.2f GiB for one layer of %u experts (%.1f MiB each) plus %.2f GiB of buffers, but %.2f GiB is %s; try fewer --experts, --method int4, or a smaller preset\n",
-			c->preset, kt_quant_name(q),
-			(double)layer_bytes / (1u << 30), c->experts,
-			(double)expert_bytes / (1u << 20),
-			(double)need_extra / (1u << 30),
-			(double)avail / (1u << 30),
-			c->mem_limit ? "the --mem-limit" : "available");
-		return -ENOMEM;
-	}
-	if (c->layers) {
-		want = c->layers;
-	} else {
-		want = (ROTATE_L3_FACTOR * sys_l3_bytes() + layer_bytes - 1) /
-		       layer_bytes;
-		if (want < MIN_LAYERS)
-			want = MIN_LAYERS;
-		if (want > MAX_LAYERS)
-			want = MAX_LAYERS;
-	}
-	if (want > fit) {
-		if (c->layers) {
-			fprintf(stderr,
-				"kt bench: %u layers of %s %s take %.2f GiB, only %llu fit in %.2f GiB\n",
-				c->layers, c->preset, kt_quant_name(q),
-				(double)(layer_bytes * c->layers) / (1u << 30),
-				(unsigned long long)fit,
-				(double)avail / (1u << 30));
-			return -ENOMEM;
-		}
-		fprintf(stderr,
-			"kt bench: note: only %llu layer%s of %s %s fit%s; weights may partly come from cache\n",
-			(unsigned long long)fit, fit == 1 ? "" : "s", c->preset,
-			kt_quant_name(q), fit == 1 ? "s" : "");
-		want = fit;
-	}
-	*layers = (uint32_t)want;
 	return 0;
 }
 
@@ -462,7 +398,8 @@ static int make_model(struct kt_ctx *ctx, const struct bench_cfg *c,
 
 /* Every token count of one method on one context. */
 static int run_method(struct kt_ctx *ctx, const struct bench_cfg *c,
-		      enum kt_quant q, const struct bench_limits *l)
+		      enum kt_quant q, uint32_t layers,
+		      const struct bench_limits *l)
 {
 	struct bench_setup s = { .cfg = c, .quant = q };
 	struct kt_model_info info;
@@ -472,11 +409,7 @@ static int run_method(struct kt_ctx *ctx, const struct bench_cfg *c,
 	unsigned int i;
 	int ret;
 
-	s.expert_bytes = bench_expert_bytes(c->hidden, c->inter, q,
-					    c->group_size);
-	ret = plan_layers(c, q, s.expert_bytes, &s.layers);
-	if (ret)
-		return ret;
+	s.layers = layers;
 	t0 = stats_now_ns();
 	ret = make_model(ctx, c, q, s.layers, &m);
 	if (ret)
@@ -513,7 +446,8 @@ destroy_model:
 }
 
 /* One context (one ISA): its limits, then every method or the NOP probe. */
-static int run_isa(const struct bench_cfg *c, enum kt_isa isa)
+static int run_isa(const struct bench_cfg *c, enum kt_isa isa,
+		   const uint32_t *layers)
 {
 	struct bench_limits l;
 	struct kt_ctx *ctx;
@@ -543,7 +477,7 @@ static int run_isa(const struct bench_cfg *c, enum kt_isa isa)
 	if (c->limits_only)
 		goto destroy_ctx;
 	for (i = 0; i < c->n_methods && !ret; i++)
-		ret = run_method(ctx, c, c->methods[i], &l);
+		ret = run_method(ctx, c, c->methods[i], layers[i], &l);
 destroy_ctx:
 	kt_ctx_destroy(ctx);
 	return ret;
@@ -551,6 +485,7 @@ destroy_ctx:
 
 static int cmd_bench(int argc, char **argv)
 {
+	uint32_t layers[BENCH_MAX_METHODS] = { 0 };
 	struct bench_cfg c;
 	unsigned int i;
 	int ret, failed = 0;
@@ -562,8 +497,16 @@ static int cmd_bench(int argc, char **argv)
 		fprintf(stderr, "'kt bench --help' lists the options\n");
 		return 2;
 	}
+	/* refuse what cannot fit before spending minutes on anything */
+	for (i = 0; i < c.n_methods && !c.nop && !c.limits_only; i++) {
+		uint64_t eb = bench_expert_bytes(c.hidden, c.inter, c.methods[i],
+						 c.group_size);
+
+		if (bench_plan_layers(&c, c.methods[i], eb, &layers[i]))
+			return 1;
+	}
 	for (i = 0; i < c.n_isas; i++) {
-		ret = run_isa(&c, c.isas[i]);
+		ret = run_isa(&c, c.isas[i], layers);
 		if (ret)
 			failed = 1;
 	}
