@@ -10,6 +10,7 @@
 
 #include "tools/bench.h"
 #include "tools/stats.h"
+#include "tools/sys.h"
 
 /* A case ends once it has enough samples, or early when calls are slow. */
 #define BENCH_MAX_SAMPLES	100000
@@ -22,6 +23,7 @@ struct bench_moe {
 	struct kt_model_info info;
 	struct kt_ring ring;
 	bool ring_ok;
+	bool sleeps;
 	uint64_t rng;
 	uint32_t next_layer;
 	uint64_t *seen;			/* bitmap of E: experts hit by a call */
@@ -80,6 +82,9 @@ int bench_moe_create(struct kt_ctx *ctx, struct kt_model *m,
 		if (ret)
 			goto free_b;
 		b->ring_ok = true;
+		b->sleeps = bench_wait_sleeps(cfg, kt_ctx_threads(ctx));
+		if (b->sleeps)
+			kt_ring_set_spin(&b->ring, 0);
 	}
 	*out = b;
 	return 0;
@@ -89,6 +94,35 @@ free_b:
 	free(b->seen);
 	free(b);
 	return ret;
+}
+
+/**
+ * bench_wait_sleeps() - whether the bench thread should sleep on the CQ
+ *	rather than poll it.
+ *
+ * A polling submitter is one more busy thread: when the workers already
+ * occupy every usable CPU it takes a core from one of them, which the
+ * scheduler gives back only a time slice later (milliseconds). Sleeping
+ * costs a futex wake per call (microseconds) instead.
+ * @cfg: --wait.
+ * @threads: workers of the context.
+ * Return: true to sleep.
+ */
+bool bench_wait_sleeps(const struct bench_cfg *cfg, unsigned int threads)
+{
+	if (cfg->wait != BENCH_WAIT_AUTO)
+		return cfg->wait == BENCH_WAIT_SLEEP;
+	return threads + 1 > sys_cpus_usable();
+}
+
+/**
+ * bench_moe_sleeps() - whether this bench's ring sleeps on the CQ.
+ * @b: state.
+ * Return: true when kt_wait_cqe() does not poll.
+ */
+bool bench_moe_sleeps(const struct bench_moe *b)
+{
+	return b->sleeps;
 }
 
 /**

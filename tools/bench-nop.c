@@ -83,6 +83,10 @@ int bench_nop_run(struct kt_ctx *ctx, const struct bench_cfg *cfg,
 	ret = kt_ring_init(ctx, NOP_RING, &ring);
 	if (ret)
 		goto free_samples;
+	/* only the leader serves a NOP: polling fits unless asked not to */
+	res->sleeps = cfg->wait == BENCH_WAIT_SLEEP;
+	if (res->sleeps)
+		kt_ring_set_spin(&ring, 0);
 	for (i = 0; i < NOP_WARMUP; i++) {
 		ret = nop_once(&ring, i);
 		if (ret)

@@ -57,11 +57,12 @@ void report_setup(const struct bench_setup *s)
 	if (s->quant == KT_QUANT_INT4)
 		printf(" g%u", c->group_size ? c->group_size : 128);
 	printf(", %s, %u threads\n", kt_isa_name(s->isa), s->threads);
-	printf("%u layers rotated, %.1f MB per expert, %.2f GB packed (made in %.1f s), %s weights, %s x/y, submit %s\n",
+	printf("%u layers rotated, %.1f MB per expert, %.2f GB packed (made in %.1f s), %s weights, %s x/y, submit %s%s\n",
 	       s->layers, (double)s->expert_bytes * 1e-6,
 	       (double)s->model_bytes * 1e-9, s->gen_s,
 	       dtype_name(c->src_dtype), dtype_name(c->io_dtype),
-	       c->use_forward ? "kt_moe_forward" : "ring");
+	       c->use_forward ? "kt_moe_forward" : "ring",
+	       c->use_forward ? "" : s->sleeps ? " (sleep)" : " (poll)");
 	printf("%7s %10s %10s %9s %8s %8s %8s %s\n", "tokens", "median_us",
 	       "p90_us", "MB", "GB/s", "TOPS", "roofline", "bound");
 	fflush(stdout);
@@ -100,6 +101,8 @@ void report_case(const struct bench_setup *s, const struct bench_case *r)
 	jw_u64(&j, "layers", s->layers);
 	jw_u64(&j, "iters", r->iters);
 	jw_str(&j, "submit", c->use_forward ? "forward" : "ring");
+	if (!c->use_forward)
+		jw_str(&j, "wait", s->sleeps ? "sleep" : "poll");
 	jw_dbl(&j, "median_us", r->median_us);
 	jw_dbl(&j, "p90_us", r->p90_us);
 	jw_dbl(&j, "p99_us", r->p99_us);
@@ -129,9 +132,10 @@ void report_nop(const struct bench_cfg *cfg, enum kt_isa isa,
 	struct jw j;
 
 	if (!cfg->json) {
-		printf("nop round trip (submit -> completion), %s, %u threads, %u ops:\n"
+		printf("nop round trip (submit -> completion, %s), %s, %u threads, %u ops:\n"
 		       "  median %.2f us, p90 %.2f us, p99 %.2f us, min %.2f us; batches of %u: %.2f Mops/s\n",
-		       kt_isa_name(isa), threads, n->iters, n->median_us,
+		       n->sleeps ? "sleep" : "poll", kt_isa_name(isa), threads,
+		       n->iters, n->median_us,
 		       n->p90_us, n->p99_us, n->min_us, n->batch,
 		       n->batch_mops);
 		fflush(stdout);
@@ -142,6 +146,7 @@ void report_nop(const struct bench_cfg *cfg, enum kt_isa isa,
 	jw_str(&j, "isa", kt_isa_name(isa));
 	jw_u64(&j, "threads", threads);
 	jw_u64(&j, "iters", n->iters);
+	jw_str(&j, "wait", n->sleeps ? "sleep" : "poll");
 	jw_dbl(&j, "median_us", n->median_us);
 	jw_dbl(&j, "p90_us", n->p90_us);
 	jw_dbl(&j, "p99_us", n->p99_us);

@@ -26,6 +26,13 @@ struct bench_preset {
 extern const struct bench_preset bench_presets[];
 extern const unsigned int bench_n_presets;
 
+/* How the bench thread waits for a completion (--wait). */
+enum bench_wait {
+	BENCH_WAIT_AUTO = 0,	/* sleep when every CPU runs a worker */
+	BENCH_WAIT_POLL,	/* kt_wait_cqe() as the ring is set up */
+	BENCH_WAIT_SLEEP,	/* no polling: sleep on the CQ at once */
+};
+
 /* Everything the command line decides; zero fields take defaults. */
 struct bench_cfg {
 	const char *preset;		/* "custom" once a dimension is set */
@@ -54,7 +61,10 @@ struct bench_cfg {
 	bool limits_only;
 	bool nop;
 	bool use_forward;		/* kt_moe_forward instead of the ring */
+	enum bench_wait wait;
 };
+
+bool bench_wait_sleeps(const struct bench_cfg *cfg, unsigned int threads);
 
 /* Read bandwidth and compute peaks of one context, measured together. */
 struct bench_limits {
@@ -122,6 +132,7 @@ int bench_moe_create(struct kt_ctx *ctx, struct kt_model *m,
 int bench_moe_run(struct bench_moe *b, uint32_t tokens,
 		  const struct bench_limits *l, struct bench_case *res);
 void bench_moe_destroy(struct bench_moe *b);
+bool bench_moe_sleeps(const struct bench_moe *b);
 
 /* Submit -> completion round trips of KT_OP_NOP. */
 struct bench_nop {
@@ -129,6 +140,7 @@ struct bench_nop {
 	double median_us, p90_us, p99_us, min_us;
 	uint32_t batch;
 	double batch_mops;		/* NOPs per second, in batches */
+	bool sleeps;			/* the bench thread slept on the CQ */
 };
 
 int bench_nop_run(struct kt_ctx *ctx, const struct bench_cfg *cfg,
@@ -144,6 +156,7 @@ struct bench_setup {
 	uint64_t expert_bytes;
 	uint64_t model_bytes;
 	double gen_s;			/* weight generation and packing */
+	bool sleeps;			/* the bench thread sleeps on the CQ */
 };
 
 void report_limits(const struct bench_cfg *cfg, const struct bench_limits *l);

@@ -58,6 +58,8 @@ static void usage(FILE *f)
 "      --max-time MS     a slow case stops after this, >= 3 calls (10000)\n"
 "      --io DTYPE        x and y: bf16 or f32 (default bf16)\n"
 "      --submit HOW      ring (default) or forward (kt_moe_forward)\n"
+"      --wait HOW        poll, sleep, or auto: sleep when the workers take\n"
+"                        every CPU (default auto)\n"
 "      --seed N          weights and routing (default 1)\n"
 "      --mem-limit SIZE  memory the weights may take (default: available)\n"
 "limits:\n"
@@ -80,7 +82,7 @@ enum {
 	OPT_HIDDEN = 256, OPT_INTER, OPT_EXPERTS, OPT_TOPK, OPT_SRC, OPT_ISA,
 	OPT_LAYERS, OPT_ITERS, OPT_WARMUP, OPT_MIN_TIME, OPT_MAX_TIME, OPT_IO,
 	OPT_SUBMIT, OPT_SEED, OPT_MEM_LIMIT, OPT_LIMITS, OPT_BW_SIZE,
-	OPT_LIMIT_MS, OPT_OP, OPT_JSON,
+	OPT_LIMIT_MS, OPT_OP, OPT_JSON, OPT_WAIT,
 };
 
 static const struct option lopts[] = {
@@ -103,6 +105,7 @@ static const struct option lopts[] = {
 	{ "max-time", required_argument, NULL, OPT_MAX_TIME },
 	{ "io", required_argument, NULL, OPT_IO },
 	{ "submit", required_argument, NULL, OPT_SUBMIT },
+	{ "wait", required_argument, NULL, OPT_WAIT },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "mem-limit", required_argument, NULL, OPT_MEM_LIMIT },
 	{ "limits", no_argument, NULL, OPT_LIMITS },
@@ -271,6 +274,17 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 			else if (strcmp(optarg, "ring"))
 				return bad("--submit", optarg, "ring or forward");
 			break;
+		case OPT_WAIT:
+			if (!strcmp(optarg, "poll"))
+				c->wait = BENCH_WAIT_POLL;
+			else if (!strcmp(optarg, "sleep"))
+				c->wait = BENCH_WAIT_SLEEP;
+			else if (!strcmp(optarg, "auto"))
+				c->wait = BENCH_WAIT_AUTO;
+			else
+				return bad("--wait", optarg,
+					   "poll, sleep or auto");
+			break;
 		case OPT_SEED:
 			if (opt_u64(optarg, &c->seed))
 				return bad("--seed", optarg, "a number");
@@ -427,6 +441,7 @@ static int run_method(struct kt_ctx *ctx, const struct bench_cfg *c,
 			strerror(-ret));
 		goto destroy_model;
 	}
+	s.sleeps = bench_moe_sleeps(b);
 	report_setup(&s);
 	for (i = 0; i < c->n_tokens; i++) {
 		struct bench_case r;

@@ -3,6 +3,7 @@
  * sys.c - L3 size from sysfs and available memory from /proc/meminfo, for
  * sizing the benchmark's rotation of layers and refusing what cannot fit.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -91,6 +92,22 @@ uint64_t sys_mem_available(void)
 uint64_t sys_mem_total(void)
 {
 	return meminfo("MemTotal");
+}
+
+/**
+ * sys_cpus_usable() - CPUs this process may run on (its affinity mask,
+ *	which a container or taskset may have narrowed).
+ * Return: the count, at least 1.
+ */
+unsigned int sys_cpus_usable(void)
+{
+	cpu_set_t set;
+	long n;
+
+	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
+		return (unsigned int)CPU_COUNT(&set);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned int)n : 1;
 }
 
 /**

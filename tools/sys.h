@@ -12,6 +12,7 @@
 uint64_t sys_l3_bytes(void);
 uint64_t sys_mem_available(void);
 uint64_t sys_mem_total(void);
+unsigned int sys_cpus_usable(void);
 bool sys_stderr_tty(void);
 
 #endif /* KT_TOOLS_SYS_H */
