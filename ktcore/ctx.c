@@ -81,17 +81,22 @@ static unsigned int serve_ring(struct kt_ctx *ctx, struct core_ring_slot *r)
 	return n;
 }
 
+/* Whether a ring has entries; inside an odd epoch like a serving pass. */
 static bool rings_pending(struct kt_ctx *ctx)
 {
+	bool pending = false;
 	unsigned int i;
 
-	for (i = 0; i < CORE_MAX_RINGS; i++) {
-		struct core_ring_slot *r = kt_load_acquire(&ctx->rings[i]);
+	__atomic_add_fetch(&ctx->ring_epoch, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < CORE_MAX_RINGS && !pending; i++) {
+		struct core_ring_slot *r =
+			__atomic_load_n(&ctx->rings[i], __ATOMIC_SEQ_CST);
 
-		if (r && kt_load_relaxed(&r->sh->sq_tail) != r->sh->sq_head)
-			return true;
+		pending = r && kt_load_relaxed(&r->sh->sq_tail) !=
+			       r->sh->sq_head;
 	}
-	return false;
+	__atomic_add_fetch(&ctx->ring_epoch, 1, __ATOMIC_SEQ_CST);
+	return pending;
 }
 
 void core_leader_loop(struct core_worker *w)

@@ -30,6 +30,7 @@ struct core_worker {
 	struct kt_ctx *ctx;
 	pthread_t thread;
 	int cpu;
+	uint32_t job_seq_start;
 	struct core_worker_info info;
 	/* counters, written by the worker only (relaxed) */
 	uint64_t busy_ns;

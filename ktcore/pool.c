@@ -82,7 +82,9 @@ void core_ctx_run(struct kt_ctx *ctx, core_job_fn fn, void *arg)
 static void worker_loop(struct core_worker *w)
 {
 	struct kt_ctx *ctx = w->ctx;
-	uint32_t seen = kt_load_relaxed(&ctx->job_seq);
+	/* the value before any worker started: a job published before this
+	 * thread got here must still count as new */
+	uint32_t seen = w->job_seq_start;
 
 	for (;;) {
 		uint64_t t0 = core_now_ns(), now = t0;
@@ -157,7 +159,8 @@ int core_pool_start(struct kt_ctx *ctx)
 		for (i = 0; i < ctx->topo.n_cpus[n]; i++, k++) {
 			struct core_worker *w = &ctx->workers[k];
 
-			*w = (struct core_worker){ .ctx = ctx };
+			*w = (struct core_worker){ .ctx = ctx,
+				.job_seq_start = ctx->job_seq };
 			w->cpu = ctx->topo.cpus[n][i];
 			w->info = (struct core_worker_info){
 				.node_idx = n, .node = ctx->topo.node_id[n],

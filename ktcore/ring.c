@@ -30,6 +30,9 @@ int core_ring_init_at(struct kt_ctx *ctx, unsigned int entries,
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
+	/* aligned_alloc wants a size that is a multiple of the alignment */
+	cq_bytes = (cq_bytes + KT_RING_CACHELINE - 1) &
+		   ~(size_t)(KT_RING_CACHELINE - 1);
 	r->sh = aligned_alloc(KT_RING_CACHELINE,
 			      sizeof(*r->sh) + sq_bytes + cq_bytes);
 	if (!r->sh) {

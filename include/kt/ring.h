@@ -35,8 +35,10 @@ struct kt_sqe {
 	uint64_t user_data;
 	struct kt_model *model;
 	struct kt_moe_args moe;
-	uint64_t reserved[2];
+	uint64_t reserved[3];
 };
+
+_Static_assert(sizeof(struct kt_sqe) == 128, "an sqe is two cache lines");
 
 /**
  * struct kt_cqe - one completion.
