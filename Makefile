@@ -102,15 +102,19 @@ $(LIBKT_A): $(LIB_OBJS)
 	$(quiet) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $(LIB_OBJS)
 
+# Whole archive: the per-ISA kernel objects are reached only through weak
+# references (kernels/ops.c), which never pull a member out of an archive.
+LIBKT_A_WHOLE = -Wl,--whole-archive $(LIBKT_A) -Wl,--no-whole-archive
+
 $(KT_BIN): $(TOOL_OBJS) $(LIBKT_A)
 	$(quiet) LD $@
-	$(Q)$(CC) $(KT_LDFLAGS) -pthread -o $@ $(TOOL_OBJS) $(LIBKT_A) $(LIBS)
+	$(Q)$(CC) $(KT_LDFLAGS) -pthread -o $@ $(TOOL_OBJS) $(LIBKT_A_WHOLE) $(LIBS)
 
 $(obj)/selftests/%: selftests/%.c $(LIBKT_A) selftests/kt_test.h $(obj)/selftests/%.flags
 	@mkdir -p $(@D)
 	$(quiet) CC $@
 	$(Q)$(CC) $(call flags_of,$<) -Iselftests -MMD -MP -MF $@.d -o $@ $< \
-		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
+		$(LIBKT_A_WHOLE) $(KT_LDFLAGS) $(LIBS)
 
 $(obj)/kt.pc: Makefile
 	@mkdir -p $(@D)

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kern.h - the kernel ops table: what one ISA variant (scalar, AVX2,
+ * AVX-VNNI, AVX-512, AMX) offers the MoE executor, per quantization.
+ */
+#ifndef KT_KERNELS_KERN_H
+#define KT_KERNELS_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <kt/kt.h>
+#include "ktcore/model.h"
+
+/* Most tokens one gate_up/down call gets; the executor splits longer lists. */
+#define KERN_MAX_M	256
+
+/* Slots of struct kern_ops.q, indexed by enum kt_quant. */
+#define KERN_QUANT_SLOTS	4
+
+/*
+ * Geometry the kernels and their scratch depend on.
+ * @hidden: H. @inter: I. @group: INT4 group along K (0 otherwise).
+ * @kc: KC, the down chunk (Documentation/packed-layout.md).
+ */
+struct kern_geom {
+	unsigned int hidden;
+	unsigned int inter;
+	unsigned int group;
+	unsigned int kc;
+};
+
+/*
+ * Fused gate+up of one expert for m tokens and output rows [n0, n1):
+ *   out[i][n - n0] = silu(gate[n] . x_i) * (up[n] . x_i)
+ * with x_i the prepared activation row at act + act_rows[i] * act_stride
+ * (one row of K = H, made by act_prepare), in f32.
+ */
+struct kern_gate_up_args {
+	const struct core_mat *gate;	/* whole matrix, [N = I][K = H] */
+	const struct core_mat *up;
+	unsigned int N;			/* I */
+	unsigned int K;			/* H */
+	unsigned int group;		/* INT4 group, else 0 */
+	unsigned int n0, n1;		/* multiples of 16, n0 < n1 <= N */
+	const uint8_t *act;
+	size_t act_stride;		/* bytes */
+	const uint32_t *act_rows;	/* m row indices */
+	unsigned int m;			/* 1 .. KERN_MAX_M */
+	float *out;			/* out + i * out_stride, i < m */
+	size_t out_stride;		/* floats */
+	void *scratch;			/* per worker, scratch_bytes() */
+};
+
+/*
+ * Down of one expert for m tokens, output columns [n0, n1) of y, over the
+ * K range [k0, k1) of the intermediate (whole chunks of KC):
+ *   y[y_rows[i]][n] += w[i] * sum_{k0 <= k < k1} a_i[k] * down[n][k]
+ * Row i of the activation is at act + i * act_stride (contiguous rows): the
+ * (k1 - k0) / KC prepared rows of K = KC of chunks k0/KC, k0/KC + 1, ...,
+ * each act_row_bytes(KC) bytes, back to back. Per token, the sum over k is
+ * formed in f32 and only then scaled by w[i] and added to y, once.
+ */
+struct kern_down_args {
+	const struct core_mat *down;	/* whole matrix, [N = H][K = I] */
+	unsigned int N;			/* H */
+	unsigned int K;			/* I */
+	unsigned int kc;		/* KC */
+	unsigned int group;		/* INT4 group, else 0 */
+	unsigned int n0, n1;		/* multiples of 16, n0 < n1 <= N */
+	unsigned int k0, k1;		/* multiples of KC, k0 < k1 <= K */
+	const uint8_t *act;
+	size_t act_stride;		/* bytes */
+	unsigned int m;			/* 1 .. KERN_MAX_M */
+	const uint32_t *y_rows;		/* m row indices of y */
+	const float *w;			/* m weights */
+	float *y;
+	size_t y_stride;		/* floats */
+	void *scratch;			/* per worker, scratch_bytes() */
+};
+
+/*
+ * What one quantization offers on one ISA. A NULL @gate_up means "not
+ * implemented here". The activation format is private to the variant: only
+ * its own kernels read what its act_prepare wrote.
+ *
+ * @act_row_bytes: bytes of one prepared row of K elements (a multiple of 64
+ *	so that rows stay aligned when the buffer is).
+ * @act_prepare: prepare @rows rows of K elements: row r read at
+ *	src + r * src_stride (bytes) of @dtype (KT_DTYPE_F32 or _BF16), written
+ *	at dst + r * dst_stride. INT8/INT4: symmetric int8 per row,
+ *	q = rint(x * (127 / amax)) (nearest even, as cvtps2dq) with the f32
+ *	scale amax / 127, amax = max|x| (0: all q and the scale 0), plus any
+ *	sums the kernels need; BF16: bf16, nearest even.
+ * @scratch_bytes: per-worker scratch of one gate_up/down call of at most
+ *	@max_m tokens on geometry @g (may be 0).
+ * @gate_up, @down: see struct kern_gate_up_args, struct kern_down_args.
+ * @gate_up_many, @down_many: optional variants for calls of at least
+ *	@many_min_m tokens (AMX tiles instead of vectors); NULL: use the
+ *	plain ones for every m.
+ */
+struct kern_quant_ops {
+	size_t (*act_row_bytes)(unsigned int K, unsigned int group);
+	void (*act_prepare)(const void *src, size_t src_stride,
+			    enum kt_dtype dtype, unsigned int rows,
+			    unsigned int K, unsigned int group,
+			    uint8_t *dst, size_t dst_stride);
+	size_t (*scratch_bytes)(const struct kern_geom *g, unsigned int max_m);
+	void (*gate_up)(const struct kern_gate_up_args *a);
+	void (*down)(const struct kern_down_args *a);
+	void (*gate_up_many)(const struct kern_gate_up_args *a);
+	void (*down_many)(const struct kern_down_args *a);
+	unsigned int many_min_m;
+};
+
+/*
+ * struct kern_ops - one ISA variant.
+ * @isa: the variant.
+ * @name: as KT_ISA spells it.
+ * @q: per quantization, indexed by enum kt_quant (slot 0 unused).
+ */
+struct kern_ops {
+	enum kt_isa isa;
+	const char *name;
+	struct kern_quant_ops q[KERN_QUANT_SLOTS];
+};
+
+extern const struct kern_ops kern_ops_scalar;
+extern const struct kern_ops kern_ops_avx2;
+extern const struct kern_ops kern_ops_avxvnni;
+extern const struct kern_ops kern_ops_avx512;
+extern const struct kern_ops kern_ops_amx;
+
+/*
+ * The ops of @isa, or NULL when that variant is not compiled in (or @isa
+ * is not a variant). Does not check that the CPU runs it.
+ */
+const struct kern_ops *kern_ops_get(enum kt_isa isa);
+
+/* The quantization's ops of @ops, or NULL when not implemented. */
+static inline const struct kern_quant_ops *
+kern_quant_ops_get(const struct kern_ops *ops, enum kt_quant q)
+{
+	if (!ops || (unsigned int)q >= KERN_QUANT_SLOTS || !ops->q[q].gate_up)
+		return NULL;
+	return &ops->q[q];
+}
+
+/*
+ * silu(g) = g / (1 + exp(-g)) with libm's expf: the oracle's definition.
+ * Vector variants use their own exp whose relative error must stay within
+ * KERN_EXP_MAX_REL_ERR on [-87, 88] (saturating to 0 / +inf outside), so
+ * that silu never yields NaN for finite g (Documentation/kernels.md).
+ */
+#define KERN_EXP_MAX_REL_ERR	4e-7f
+float kern_silu_f32(float g);
+
+#endif /* KT_KERNELS_KERN_H */

@@ -1,0 +1,645 @@
+// SPDX-License-Identifier: MIT
+/*
+ * moe.c - the MoE op executor: validate, then per token chunk prepare
+ * activations and route, run gate+up and down tasks on every node's slice
+ * of the intermediate dimension, and sum the nodes in a fixed order.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/fp.h"
+#include "kernels/kern.h"
+#include "kernels/moe.h"
+#include "kernels/pack.h"
+#include "ktcore/core.h"
+#include "ktcore/model.h"
+
+/* Scratch per node is sized to hold this many bytes for a token chunk. */
+#define MOE_SCRATCH_BUDGET	(512ull << 20)
+#define MOE_MIN_CHUNK		64u
+#define MOE_MAX_CHUNK		8192u
+/* Slots (token, expert pairs) a chunk holds, per token, before it is cut. */
+#define MOE_SLOTS_PER_TOKEN	8u
+/* Tasks per worker a phase aims for, so that the last ones balance. */
+#define MOE_TASKS_PER_WORKER	4u
+
+#define CACHELINE 64
+
+/* One expert's slots in a token chunk, cut at KERN_MAX_M. */
+struct moe_group {
+	uint32_t expert;
+	uint32_t slot0;
+	uint32_t m;
+};
+
+/* What every scratch buffer is sized for: the maxima over models. */
+struct moe_dims {
+	unsigned int hidden;
+	unsigned int experts;
+	unsigned int slice;	/* most intermediate rows of one node */
+	unsigned int chunks;	/* most KC chunks of one node */
+	unsigned int tokens;	/* token chunk */
+	unsigned int slots;	/* slot chunk */
+	size_t xrb;		/* prepared x row */
+	size_t arb;		/* prepared intermediate row of a slice */
+	size_t wsb;		/* kernel scratch of one worker */
+	unsigned int threads;	/* workers of the node */
+};
+
+/*
+ * One node's scratch, on that node. The plan fields are written by the
+ * node's worker 0 in the prepare phase and read by all after the join.
+ */
+struct moe_node {
+	uint32_t next_gu __attribute__((aligned(CACHELINE)));
+	uint32_t next_down __attribute__((aligned(CACHELINE)));
+	struct moe_dims d __attribute__((aligned(CACHELINE)));
+	size_t bytes;
+	int node;
+	unsigned int i0, i1;	/* this node's slice (of the current model) */
+
+	/* plan of the current chunk */
+	uint32_t n_groups;
+	uint32_t rb, n_rb;	/* gate+up row block and blocks per group */
+	uint32_t n_gu;		/* gate+up tasks */
+	uint32_t cb, n_down;	/* down column block and tasks */
+
+	uint8_t *xact;		/* [tokens][xrb] */
+	uint32_t *count;	/* [experts + 1] first slot of each expert */
+	uint32_t *fill;		/* [experts] next free slot */
+	uint32_t *slot_tok;	/* [slots] token within the chunk */
+	float *slot_w;		/* [slots] */
+	struct moe_group *groups;	/* [slots / 1 + experts] */
+	uint32_t *done;		/* [groups][chunks] blocks finished */
+	float *a;		/* [slots][slice] */
+	uint8_t *aact;		/* [slots][arb] */
+	float *ypart;		/* [tokens][hidden] */
+	uint8_t *wscratch;	/* [threads][wsb] */
+};
+
+struct moe_priv {
+	unsigned int n_nodes;
+	struct moe_node *nodes[KT_MAX_NODES];
+};
+
+/* One op's parameters, shared by every worker of every phase. */
+struct moe_job {
+	struct kt_ctx *ctx;
+	const struct kt_model *m;
+	const struct kt_moe_args *args;
+	const struct kern_quant_ops *qo;
+	struct moe_priv *priv;
+	const struct core_expert *experts;	/* of the layer */
+	unsigned int H, I, E, k, kc, group;
+	unsigned int t0, tc;	/* the chunk's tokens */
+	size_t xrb, crb;
+};
+
+static size_t align_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static unsigned int max_groups(const struct moe_dims *d)
+{
+	return d->slots / KERN_MAX_M + d->experts + 1;
+}
+
+/* Lay out (p != NULL) or size (p == NULL) a node's scratch. */
+static size_t node_layout(struct moe_node *n, uint8_t *p,
+			  const struct moe_dims *d)
+{
+	size_t off = align_up(sizeof(*n), CACHELINE);
+
+#define CARVE(field, bytes) do {					\
+		if (p)							\
+			n->field = (void *)(p + off);			\
+		off = align_up(off + (bytes), CACHELINE);		\
+	} while (0)
+	CARVE(xact, (size_t)d->tokens * d->xrb);
+	CARVE(count, (size_t)(d->experts + 1) * 4);
+	CARVE(fill, (size_t)d->experts * 4);
+	CARVE(slot_tok, (size_t)d->slots * 4);
+	CARVE(slot_w, (size_t)d->slots * 4);
+	CARVE(groups, (size_t)max_groups(d) * sizeof(struct moe_group));
+	CARVE(done, (size_t)max_groups(d) * d->chunks * 4);
+	CARVE(a, (size_t)d->slots * d->slice * 4);
+	CARVE(aact, (size_t)d->slots * d->arb);
+	CARVE(ypart, (size_t)d->tokens * d->hidden * 4);
+	CARVE(wscratch, (size_t)d->threads * d->wsb);
+#undef CARVE
+	return off;
+}
+
+static void priv_free(void *p)
+{
+	struct moe_priv *priv = p;
+	unsigned int i;
+
+	for (i = 0; i < priv->n_nodes; i++)
+		if (priv->nodes[i])
+			core_node_free(priv->nodes[i], priv->nodes[i]->bytes);
+	free(priv);
+}
+
+/*
+ * The ops for @q: the context's variant, else the best lower one the CPU
+ * runs that implements @q (a variant may lack a quantization).
+ */
+static const struct kern_quant_ops *pick_ops(const struct kt_ctx *ctx,
+					     enum kt_quant q)
+{
+	uint32_t flags = core_cpu_flags();
+	int isa;
+
+	for (isa = kt_ctx_isa(ctx); isa >= KT_ISA_SCALAR; isa--) {
+		const struct kern_quant_ops *qo =
+			kern_quant_ops_get(kern_ops_get((enum kt_isa)isa), q);
+
+		if (qo && !core_isa_supported((enum kt_isa)isa, flags))
+			return qo;
+	}
+	return NULL;
+}
+
+/* What @m needs on node @node_idx. */
+static void dims_of(const struct kt_ctx *ctx, const struct kt_model *m,
+		    const struct kern_quant_ops *qo, unsigned int node_idx,
+		    struct moe_dims *d)
+{
+	unsigned int n_nodes = core_ctx_nodes(ctx), i0, i1, slice = 0, j;
+	struct kern_geom g = {
+		.hidden = m->hidden, .inter = m->inter,
+		.group = m->group_size, .kc = m->down_chunk,
+	};
+	for (j = 0; j < n_nodes; j++) {
+		kern_node_slice(m->inter, m->down_chunk, n_nodes, j, &i0, &i1);
+		if (i1 - i0 > slice)
+			slice = i1 - i0;
+	}
+	memset(d, 0, sizeof(*d));
+	d->hidden = m->hidden;
+	d->experts = m->n_experts;
+	d->slice = slice;
+	d->chunks = slice / m->down_chunk;
+	d->xrb = qo->act_row_bytes(m->hidden, m->group_size);
+	d->arb = d->chunks * qo->act_row_bytes(m->down_chunk, m->group_size);
+	d->wsb = align_up(qo->scratch_bytes(&g, KERN_MAX_M), CACHELINE);
+	d->threads = core_ctx_node_threads(ctx, node_idx);
+}
+
+/* The token chunk: as many tokens as the budget holds for @d's rows. */
+static void dims_chunk(struct moe_dims *d)
+{
+	size_t per_token = d->xrb + (size_t)d->hidden * 4 +
+		MOE_SLOTS_PER_TOKEN * ((size_t)d->slice * 4 + d->arb + 8);
+	unsigned int t;
+
+	for (t = MOE_MAX_CHUNK; t > MOE_MIN_CHUNK; t /= 2)
+		if ((size_t)t * per_token <= MOE_SCRATCH_BUDGET)
+			break;
+	d->tokens = t;
+	d->slots = t * MOE_SLOTS_PER_TOKEN;
+}
+
+static bool dims_fit(const struct moe_dims *have, const struct moe_dims *need)
+{
+	return have->hidden >= need->hidden &&
+	       have->experts >= need->experts &&
+	       have->slice >= need->slice && have->chunks >= need->chunks &&
+	       have->xrb >= need->xrb && have->arb >= need->arb &&
+	       have->wsb >= need->wsb && have->threads >= need->threads;
+}
+
+static void dims_max(struct moe_dims *d, const struct moe_dims *o)
+{
+#define MAXF(f) do { if (o->f > d->f) d->f = o->f; } while (0)
+	MAXF(hidden);
+	MAXF(experts);
+	MAXF(slice);
+	MAXF(chunks);
+	MAXF(xrb);
+	MAXF(arb);
+	MAXF(wsb);
+	MAXF(threads);
+#undef MAXF
+}
+
+struct reserve_arg {
+	const struct kt_model *m;
+	const struct kern_quant_ops *qo;
+};
+
+static int reserve_fn(struct kt_ctx *ctx, void *p)
+{
+	const struct reserve_arg *ra = p;
+	struct moe_priv *priv = core_ctx_priv(ctx);
+	unsigned int n_nodes = core_ctx_nodes(ctx), j;
+
+	if (!priv) {
+		priv = calloc(1, sizeof(*priv));
+		if (!priv)
+			return -ENOMEM;
+		priv->n_nodes = n_nodes;
+		core_ctx_set_priv(ctx, priv, priv_free);
+	}
+	for (j = 0; j < n_nodes; j++) {
+		struct moe_node *old = priv->nodes[j], *n;
+		struct moe_dims need, d;
+		size_t bytes;
+		uint8_t *p8;
+
+		dims_of(ctx, ra->m, ra->qo, j, &need);
+		if (old && dims_fit(&old->d, &need))
+			continue;
+		d = need;
+		if (old)
+			dims_max(&d, &old->d);
+		dims_chunk(&d);
+		bytes = node_layout(NULL, NULL, &d);
+		p8 = core_node_alloc(core_ctx_node_id(ctx, j), bytes);
+		if (!p8)
+			return -ENOMEM;
+		n = (struct moe_node *)p8;
+		memset(n, 0, sizeof(*n));
+		n->d = d;
+		n->bytes = bytes;
+		n->node = core_ctx_node_id(ctx, j);
+		node_layout(n, p8, &d);
+		if (old)
+			core_node_free(old, old->bytes);
+		priv->nodes[j] = n;
+		core_log(ctx, KT_LOG_DEBUG,
+			 "moe scratch node %d: %zu MiB, chunk %u tokens",
+			 n->node, bytes >> 20, d.tokens);
+	}
+	return 0;
+}
+
+int kern_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
+{
+	struct reserve_arg ra = { .m = m };
+
+	if (!ctx || !m)
+		return -EINVAL;
+	ra.qo = pick_ops(ctx, m->quant);
+	if (!ra.qo) {
+		core_log(ctx, KT_LOG_ERROR, "no kernels for %s on %s",
+			 kt_quant_name(m->quant), kt_isa_name(kt_ctx_isa(ctx)));
+		return -EINVAL;
+	}
+	return core_ctx_exec(ctx, reserve_fn, &ra);
+}
+
+/* ---- phase 1: prepare activations, route ---------------------------------- */
+
+static int64_t load_id(const struct kt_moe_args *a, size_t i)
+{
+	if (a->ids_dtype == KT_DTYPE_I64)
+		return ((const int64_t *)a->ids)[i];
+	return ((const int32_t *)a->ids)[i];
+}
+
+static bool skipped(const struct kt_moe_args *a, int64_t e)
+{
+	return a->skip_mask && (a->skip_mask[e / 64] >> (e % 64) & 1);
+}
+
+static bool valid_expert(const struct moe_job *j, int64_t e)
+{
+	return e >= 0 && e < j->E && j->experts[e].present &&
+	       !skipped(j->args, e);
+}
+
+/*
+ * Counting sort of the chunk's (token, expert) pairs by expert, tokens in
+ * order: deterministic. A token naming an expert twice gets one slot with
+ * the weights summed, so that a kernel call never sees a y row twice.
+ */
+static void route(const struct moe_job *j, struct moe_node *n)
+{
+	const struct kt_moe_args *a = j->args;
+	uint32_t *start = n->count, *fill = n->fill;
+	size_t base = (size_t)j->t0 * j->k;
+	unsigned int t, s, e, g = 0;
+
+	memset(start, 0, (size_t)(j->E + 1) * 4);
+	for (t = 0; t < j->tc * j->k; t++) {
+		int64_t id = load_id(a, base + t);
+
+		if (valid_expert(j, id))
+			start[id + 1]++;
+	}
+	for (e = 0; e < j->E; e++) {
+		start[e + 1] += start[e];
+		fill[e] = start[e];
+	}
+	for (t = 0; t < j->tc; t++) {
+		for (s = 0; s < j->k; s++) {
+			size_t i = base + (size_t)t * j->k + s;
+			int64_t id = load_id(a, i);
+
+			if (!valid_expert(j, id))
+				continue;
+			if (fill[id] > start[id] &&
+			    n->slot_tok[fill[id] - 1] == t) {
+				n->slot_w[fill[id] - 1] += a->w[i];
+				continue;
+			}
+			n->slot_tok[fill[id]] = t;
+			n->slot_w[fill[id]] = a->w[i];
+			fill[id]++;
+		}
+	}
+	for (e = 0; e < j->E; e++) {
+		uint32_t s0;
+
+		for (s0 = start[e]; s0 < fill[e]; s0 += KERN_MAX_M) {
+			n->groups[g].expert = e;
+			n->groups[g].slot0 = s0;
+			n->groups[g].m = fill[e] - s0 < KERN_MAX_M ?
+				fill[e] - s0 : KERN_MAX_M;
+			g++;
+		}
+	}
+	n->n_groups = g;
+}
+
+/*
+ * Task sizes: the largest blocks that still give every worker a few tasks.
+ * gate+up blocks divide KC (so chunks complete), down blocks divide H.
+ */
+static void plan(const struct moe_job *j, struct moe_node *n,
+		 unsigned int threads)
+{
+	unsigned int want = threads * MOE_TASKS_PER_WORKER;
+	unsigned int slice = n->i1 - n->i0, rb, cb;
+
+	rb = j->kc;
+	while (rb > 16 && n->n_groups * (slice / rb) < want)
+		rb /= 2;
+	n->rb = rb;
+	n->n_rb = slice / rb;
+	n->n_gu = n->n_groups * n->n_rb;
+	memset(n->done, 0, (size_t)n->n_groups * (slice / j->kc) * 4);
+	cb = 256;
+	while (cb > 16 && j->H / cb < want)
+		cb /= 2;
+	n->cb = cb;
+	n->n_down = j->H / cb;
+	__atomic_store_n(&n->next_gu, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&n->next_down, 0, __ATOMIC_RELAXED);
+}
+
+static void phase_prepare(void *arg, const struct core_worker_info *w)
+{
+	const struct moe_job *j = arg;
+	const struct kt_moe_args *a = j->args;
+	struct moe_node *n = j->priv->nodes[w->node_idx];
+	size_t esz = a->x_dtype == KT_DTYPE_BF16 ? 2 : 4;
+	unsigned int t0 = j->tc * w->id / w->n_node;
+	unsigned int t1 = j->tc * (w->id + 1) / w->n_node;
+
+	if (w->id == 0) {
+		route(j, n);
+		plan(j, n, w->n_node);
+	}
+	if (t1 > t0)
+		j->qo->act_prepare((const uint8_t *)a->x +
+				   ((size_t)j->t0 + t0) * j->H * esz,
+				   (size_t)j->H * esz, a->x_dtype, t1 - t0,
+				   j->H, j->group, n->xact + t0 * j->xrb,
+				   j->xrb);
+}
+
+/* ---- phase 2: gate + up, intermediate quantized per finished chunk ------- */
+
+static void phase_gate_up(void *arg, const struct core_worker_info *w)
+{
+	const struct moe_job *j = arg;
+	struct moe_node *n = j->priv->nodes[w->node_idx];
+	unsigned int slice = n->i1 - n->i0, nch = slice / j->kc;
+	unsigned int per_chunk = j->kc / (n->rb ? n->rb : 1);
+	void *scratch = n->wscratch + (size_t)w->id * n->d.wsb;
+	uint32_t t;
+
+	/* relaxed: the counter only hands out indices; the data each task
+	 * reads was published by the phase join */
+	while ((t = __atomic_fetch_add(&n->next_gu, 1, __ATOMIC_RELAXED)) <
+	       n->n_gu) {
+		const struct moe_group *g = &n->groups[t / n->n_rb];
+		const struct core_expert *ex = &j->experts[g->expert];
+		unsigned int r0 = (t % n->n_rb) * n->rb;	/* in slice */
+		unsigned int c = r0 / j->kc;
+		struct kern_gate_up_args ga = {
+			.gate = &ex->gate, .up = &ex->up, .N = j->I, .K = j->H,
+			.group = j->group, .n0 = n->i0 + r0,
+			.n1 = n->i0 + r0 + n->rb, .act = n->xact,
+			.act_stride = j->xrb,
+			.act_rows = n->slot_tok + g->slot0, .m = g->m,
+			.out = n->a + (size_t)g->slot0 * slice + r0,
+			.out_stride = slice, .scratch = scratch,
+		};
+		uint32_t *done = &n->done[(t / n->n_rb) * nch + c];
+
+		if (j->qo->gate_up_many && g->m >= j->qo->many_min_m)
+			j->qo->gate_up_many(&ga);
+		else
+			j->qo->gate_up(&ga);
+		/* acq_rel: the last block of a chunk sees the other blocks'
+		 * rows of a (their release), then quantizes the whole chunk */
+		if (__atomic_add_fetch(done, 1, __ATOMIC_ACQ_REL) != per_chunk)
+			continue;
+		j->qo->act_prepare(n->a + (size_t)g->slot0 * slice +
+				   c * j->kc, (size_t)slice * 4, KT_DTYPE_F32,
+				   g->m, j->kc, j->group,
+				   n->aact + (size_t)g->slot0 * n->d.arb +
+				   c * j->crb, n->d.arb);
+	}
+}
+
+/* ---- phase 3: down, per column block over every expert in order ---------- */
+
+static void store_rows(const struct moe_job *j, const float *src,
+		       size_t src_stride, unsigned int n0, unsigned int n1,
+		       unsigned int n_src)
+{
+	const struct kt_moe_args *a = j->args;
+	bool acc = a->flags & KT_MOE_F_ACCUMULATE;
+	unsigned int t, c;
+
+	for (t = 0; t < j->tc; t++) {
+		size_t row = (size_t)(j->t0 + t) * j->H;
+
+		for (c = n0; c < n1; c++) {
+			float v = src[(size_t)t * j->H + c];
+			unsigned int s;
+
+			/* nodes in index order: the same sum every run */
+			for (s = 1; s < n_src; s++)
+				v += j->priv->nodes[s]->ypart[(size_t)t * j->H + c];
+			if (a->y_dtype == KT_DTYPE_BF16) {
+				uint16_t *y = (uint16_t *)a->y + row + c;
+
+				if (acc)
+					v = kern_bf16_to_f32(*y) + v;
+				*y = kern_f32_to_bf16(v);
+			} else {
+				float *y = (float *)a->y + row + c;
+
+				*y = acc ? *y + v : v;
+			}
+		}
+	}
+	(void)src_stride;
+}
+
+static void phase_down(void *arg, const struct core_worker_info *w)
+{
+	const struct moe_job *j = arg;
+	struct moe_node *n = j->priv->nodes[w->node_idx];
+	bool last = j->priv->n_nodes == 1;
+	void *scratch = n->wscratch + (size_t)w->id * n->d.wsb;
+	uint32_t t;
+
+	/* relaxed: as in phase_gate_up */
+	while ((t = __atomic_fetch_add(&n->next_down, 1, __ATOMIC_RELAXED)) <
+	       n->n_down) {
+		unsigned int n0 = t * n->cb, n1 = n0 + n->cb, i, g;
+
+		for (i = 0; i < j->tc; i++)
+			memset(n->ypart + (size_t)i * j->H + n0, 0, n->cb * 4);
+		for (g = 0; n->i1 > n->i0 && g < n->n_groups; g++) {
+			const struct moe_group *gr = &n->groups[g];
+			struct kern_down_args da = {
+				.down = &j->experts[gr->expert].down,
+				.N = j->H, .K = j->I, .kc = j->kc,
+				.group = j->group, .n0 = n0, .n1 = n1,
+				.k0 = n->i0, .k1 = n->i1,
+				.act = n->aact + (size_t)gr->slot0 * n->d.arb,
+				.act_stride = n->d.arb, .m = gr->m,
+				.y_rows = n->slot_tok + gr->slot0,
+				.w = n->slot_w + gr->slot0, .y = n->ypart,
+				.y_stride = j->H, .scratch = scratch,
+			};
+
+			if (j->qo->down_many && gr->m >= j->qo->many_min_m)
+				j->qo->down_many(&da);
+			else
+				j->qo->down(&da);
+		}
+		if (last)
+			store_rows(j, n->ypart, j->H, n0, n1, 1);
+	}
+}
+
+/* ---- phase 4 (several nodes): sum the nodes' partial outputs ------------- */
+
+static void phase_reduce(void *arg, const struct core_worker_info *w)
+{
+	const struct moe_job *j = arg;
+	unsigned int nw = 0, i, blocks = j->H / 16, b0, b1;
+
+	for (i = 0; i < j->priv->n_nodes; i++)
+		nw += j->priv->nodes[i]->d.threads;
+	/* static split of 16-column blocks over every worker */
+	b0 = blocks * w->global / nw;
+	b1 = blocks * (w->global + 1) / nw;
+	if (b1 > b0)
+		store_rows(j, j->priv->nodes[0]->ypart, j->H, b0 * 16,
+			   b1 * 16, j->priv->n_nodes);
+}
+
+/* ---- the op ---------------------------------------------------------------- */
+
+static int validate(struct kt_ctx *ctx, const struct kt_sqe *sqe)
+{
+	const struct kt_model *m = sqe->model;
+	const struct kt_moe_args *a = &sqe->moe;
+
+	if (!m || m->ctx != ctx)
+		return -EINVAL;
+	if (!a->x || !a->ids || !a->w || !a->y)
+		return -EINVAL;
+	if (!a->tokens || a->tokens > KT_MOE_MAX_TOKENS)
+		return -EINVAL;
+	if (!a->top_k || a->top_k > KT_MOE_MAX_TOPK)
+		return -EINVAL;
+	if (a->layer >= m->n_layers)
+		return -EINVAL;
+	if (a->flags & ~KT_MOE_F_ACCUMULATE)
+		return -EINVAL;
+	if (a->x_dtype != KT_DTYPE_F32 && a->x_dtype != KT_DTYPE_BF16)
+		return -EINVAL;
+	if (a->y_dtype != KT_DTYPE_F32 && a->y_dtype != KT_DTYPE_BF16)
+		return -EINVAL;
+	if (a->ids_dtype != KT_DTYPE_I32 && a->ids_dtype != KT_DTYPE_I64)
+		return -EINVAL;
+	return 0;
+}
+
+int kern_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
+{
+	const struct kt_model *m = sqe->model;
+	const struct kt_moe_args *a = &sqe->moe;
+	struct moe_priv *priv = core_ctx_priv(ctx);
+	struct moe_dims need;
+	struct moe_job j;
+	unsigned int i, chunk;
+	int ret;
+
+	ret = validate(ctx, sqe);
+	if (ret)
+		return ret;
+	memset(&j, 0, sizeof(j));
+	j.qo = pick_ops(ctx, m->quant);
+	if (!j.qo)
+		return -EOPNOTSUPP;
+	if (!priv || priv->n_nodes != core_ctx_nodes(ctx))
+		goto unreserved;
+	for (i = 0; i < priv->n_nodes; i++) {
+		dims_of(ctx, m, j.qo, i, &need);
+		if (!priv->nodes[i] || !dims_fit(&priv->nodes[i]->d, &need))
+			goto unreserved;
+		kern_node_slice(m->inter, m->down_chunk, priv->n_nodes, i,
+				&priv->nodes[i]->i0, &priv->nodes[i]->i1);
+	}
+	j.ctx = ctx;
+	j.m = m;
+	j.args = a;
+	j.priv = priv;
+	j.experts = core_model_expert(m, a->layer, 0);
+	j.H = m->hidden;
+	j.I = m->inter;
+	j.E = m->n_experts;
+	j.k = a->top_k;
+	j.kc = m->down_chunk;
+	j.group = m->group_size;
+	j.xrb = j.qo->act_row_bytes(j.H, j.group);
+	j.crb = j.qo->act_row_bytes(j.kc, j.group);
+	/* every node takes the same chunk: the smallest that fits all */
+	chunk = KT_MOE_MAX_TOKENS;
+	for (i = 0; i < priv->n_nodes; i++) {
+		const struct moe_dims *d = &priv->nodes[i]->d;
+
+		if (d->tokens < chunk)
+			chunk = d->tokens;
+		if (d->slots / j.k < chunk)
+			chunk = d->slots / j.k;
+	}
+	for (j.t0 = 0; j.t0 < a->tokens; j.t0 += j.tc) {
+		j.tc = a->tokens - j.t0 < chunk ? a->tokens - j.t0 : chunk;
+		core_ctx_run(ctx, phase_prepare, &j);
+		core_ctx_run(ctx, phase_gate_up, &j);
+		core_ctx_run(ctx, phase_down, &j);
+		if (priv->n_nodes > 1)
+			core_ctx_run(ctx, phase_reduce, &j);
+	}
+	return 0;
+
+unreserved:
+	core_log(ctx, KT_LOG_ERROR,
+		 "moe: scratch not reserved for this model (kern_moe_reserve)");
+	return -EINVAL;
+}

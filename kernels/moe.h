@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * moe.h - the MoE op executor of kernels/: what ktcore's op table and the
+ * model builders (kt_model_create, kt_model_open) call.
+ */
+#ifndef KT_KERNELS_MOE_H
+#define KT_KERNELS_MOE_H
+
+#include <stdbool.h>
+#include <kt/kt.h>
+
+/* Handler of KT_OP_MOE (a core_op_fn): runs on the leader worker. */
+int kern_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);
+
+/*
+ * Grow @ctx's per-node scratch so that ops of @m run without allocating.
+ * Context: any thread but a worker; serialised with ops (core_ctx_exec).
+ * Return: 0; -ENOMEM; -EINVAL no kernels for @m's quantization.
+ */
+int kern_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m);
+
+/* Kernels exist for @isa in this build (core_ctx_create's callback). */
+bool kern_isa_available(enum kt_isa isa);
+
+#endif /* KT_KERNELS_MOE_H */

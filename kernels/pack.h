@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pack.h - the packed expert layout of Documentation/packed-layout.md:
+ * offsets of an expert blob, quantizing and packing, per-node byte ranges,
+ * and reading elements back. The only code that knows the layout besides
+ * the kernels themselves.
+ */
+#ifndef KT_KERNELS_PACK_H
+#define KT_KERNELS_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <kt/kt.h>
+#include "ktcore/model.h"
+
+#define KERN_TILE_BYTES		1024
+#define KERN_TILE_ROWS		16
+#define KERN_PACK_MAX_RANGES	6
+
+enum kern_mat_id {
+	KERN_MAT_GATE = 0,
+	KERN_MAT_UP = 1,
+	KERN_MAT_DOWN = 2,
+};
+
+/*
+ * struct kern_pack_layout - where the parts of one expert blob are.
+ * @kt: K span of a tile (INT8 64, BF16 32, INT4 128).
+ * @kc: KC, the down chunk.
+ * @group: INT4 group along K, else 0.
+ * @tiles_off/@tiles_bytes: per matrix (enum kern_mat_id).
+ * @scales_off/@scales_bytes: per matrix; 0 bytes for BF16.
+ * @total: bytes of the blob.
+ * @err: on -EINVAL, why (a static string).
+ */
+struct kern_pack_layout {
+	enum kt_quant quant;
+	unsigned int hidden;
+	unsigned int inter;
+	unsigned int group;
+	unsigned int kt;
+	unsigned int kc;
+	size_t tiles_off[3];
+	size_t tiles_bytes[3];
+	size_t scales_off[3];
+	size_t scales_bytes[3];
+	size_t total;
+	const char *err;
+};
+
+/* A byte range of an expert blob. */
+struct kern_range {
+	size_t off;
+	size_t len;
+};
+
+/*
+ * kern_pack_layout() - compute the layout of one expert.
+ * @q: quantization. @hidden, @inter: H and I, multiples of 128.
+ * @group: INT4 group 32, 64 or 128 (0: 128); ignored otherwise.
+ * Return: 0; -EINVAL with @l->err set.
+ */
+int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
+		     unsigned int group, struct kern_pack_layout *l);
+
+/*
+ * kern_pack_matrix() - quantize and pack one matrix [N][K].
+ * @l: layout. @id: which matrix (gives N, K and the tile order).
+ * @src: row-major [N][K] of @dtype (F32, BF16 or F16), rows @src_stride
+ *	elements apart.
+ * @blob: the expert blob; only this matrix's tiles and scales are written.
+ * Return: 0; -EINVAL bad dtype.
+ */
+int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
+		     const void *src, enum kt_dtype dtype, size_t src_stride,
+		     uint8_t *blob);
+
+/*
+ * kern_pack_expert() - quantize and pack gate, up and down into @blob
+ *	(@l->total bytes). Sources are dense row-major of @dtype.
+ * Return: 0; -EINVAL bad dtype or NULL source.
+ */
+int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
+		     const void *up, const void *down, enum kt_dtype dtype,
+		     uint8_t *blob);
+
+/* Point @mat at matrix @id of the blob at @blob. */
+void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,
+		   const uint8_t *blob, struct core_mat *mat);
+
+/*
+ * kern_pack_get() - dequantized element (n, k) of matrix @id of @blob:
+ *	q * scale, or the bf16 value, as f32.
+ */
+float kern_pack_get(const struct kern_pack_layout *l, enum kern_mat_id id,
+		    const uint8_t *blob, unsigned int n, unsigned int k);
+
+/* Byte offset of element (n, k) inside a matrix's tiles (nibble: k >= 64). */
+size_t kern_pack_elem_off(const struct kern_pack_layout *l,
+			  enum kern_mat_id id, unsigned int n, unsigned int k);
+
+/*
+ * kern_node_slice() - the intermediate rows [i0, i1) that node @node of
+ *	@n_nodes computes: whole KC chunks, [j*C/n, (j+1)*C/n) of C = I/KC.
+ *	Empty (i0 == i1) when there are fewer chunks than nodes.
+ */
+static inline void kern_node_slice(unsigned int inter, unsigned int kc,
+				   unsigned int n_nodes, unsigned int node,
+				   unsigned int *i0, unsigned int *i1)
+{
+	unsigned int c = inter / kc;
+
+	*i0 = (unsigned int)((uint64_t)node * c / n_nodes) * kc;
+	*i1 = (unsigned int)((uint64_t)(node + 1) * c / n_nodes) * kc;
+}
+
+/*
+ * kern_pack_node_ranges() - the byte ranges of an expert blob that node
+ *	@node of @n_nodes reads: its slices of the gate, up and down tiles and,
+ *	for INT8, of the gate/up scales. Scales every node reads (INT8 down,
+ *	all INT4 scales) are listed for node 0 only. Empty ranges are omitted.
+ * Return: number of ranges written (at most KERN_PACK_MAX_RANGES).
+ */
+int kern_pack_node_ranges(const struct kern_pack_layout *l,
+			  unsigned int n_nodes, unsigned int node,
+			  struct kern_range ranges[KERN_PACK_MAX_RANGES]);
+
+#endif /* KT_KERNELS_PACK_H */

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: MIT
+/*
+ * model-mem.c - kt_model_create(): a model quantized and packed from
+ * weights in memory, each node's slice of every expert on that node.
+ */
+#include <errno.h>
+#include <numa.h>
+#include <numaif.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "kernels/moe.h"
+#include "kernels/pack.h"
+#include "ktcore/core.h"
+#include "ktcore/model.h"
+
+#define BLOB_ALIGN 4096ul
+
+struct mem_model {
+	struct kt_model m;
+	uint8_t *base;
+	size_t bytes;
+	bool mapped;		/* own mmap (several nodes), else node alloc */
+};
+
+static void mem_release(struct kt_model *m)
+{
+	struct mem_model *mm = (struct mem_model *)m;
+
+	if (mm->mapped)
+		munmap(mm->base, mm->bytes);
+	else
+		core_node_free(mm->base, mm->bytes);
+	free(m->experts);
+	free(m->layer_ids);
+	free(mm);
+}
+
+static int validate(const struct kt_model_desc *d, struct kern_pack_layout *l)
+{
+	int ret;
+
+	memset(l, 0, sizeof(*l));
+	if (d->sz < offsetof(struct kt_model_desc, expert_mask)) {
+		l->err = "descriptor sz too small";
+		return -EINVAL;
+	}
+	if (!d->n_experts || !d->n_layers || !d->get_expert) {
+		l->err = "n_experts, n_layers and get_expert are required";
+		return -EINVAL;
+	}
+	if (d->src_dtype != KT_DTYPE_F32 && d->src_dtype != KT_DTYPE_BF16 &&
+	    d->src_dtype != KT_DTYPE_F16) {
+		l->err = "src_dtype must be f32, bf16 or f16";
+		return -EINVAL;
+	}
+	ret = kern_pack_layout(d->quant, d->hidden, d->inter, d->group_size, l);
+	return ret;
+}
+
+static bool masked(const uint64_t *mask, uint32_t e)
+{
+	return mask && (mask[e / 64] >> (e % 64) & 1);
+}
+
+/* Bind the whole pages of each node's ranges of every blob to the node. */
+static void bind_slices(struct kt_ctx *ctx, const struct kern_pack_layout *l,
+			uint8_t *base, size_t n_blobs, size_t stride)
+{
+	unsigned int n_nodes = core_ctx_nodes(ctx), j;
+	size_t b, page = 4096;
+	int r, n;
+
+	for (j = 0; j < n_nodes; j++) {
+		struct kern_range rg[KERN_PACK_MAX_RANGES];
+		unsigned long mask[KT_MAX_NODES / 64 + 1] = { 0 };
+		int node = core_ctx_node_id(ctx, j);
+
+		if (node < 0 || node >= KT_MAX_NODES)
+			continue;
+		mask[node / 64] |= 1ul << (node % 64);
+		n = kern_pack_node_ranges(l, n_nodes, j, rg);
+		for (b = 0; b < n_blobs; b++)
+			for (r = 0; r < n; r++) {
+				uintptr_t s = (uintptr_t)base + b * stride +
+					rg[r].off;
+				uintptr_t e = s + rg[r].len;
+
+				s = (s + page - 1) & ~(page - 1);
+				e &= ~(page - 1);
+				if (e > s)
+					mbind((void *)s, e - s, MPOL_PREFERRED,
+					      mask, KT_MAX_NODES + 1, 0);
+			}
+	}
+}
+
+static int alloc_blobs(struct kt_ctx *ctx, struct mem_model *mm,
+		       const struct kern_pack_layout *l, size_t n_blobs,
+		       size_t stride)
+{
+	mm->bytes = n_blobs * stride;
+	if (!mm->bytes)
+		mm->bytes = BLOB_ALIGN;
+	if (core_ctx_nodes(ctx) == 1) {
+		mm->base = core_node_alloc(core_ctx_node_id(ctx, 0), mm->bytes);
+		return mm->base ? 0 : -ENOMEM;
+	}
+	/* several nodes: 4 KiB pages so that slices can be bound apart */
+	mm->base = mmap(NULL, mm->bytes, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mm->base == MAP_FAILED) {
+		mm->base = NULL;
+		return -ENOMEM;
+	}
+	mm->mapped = true;
+	if (numa_available() >= 0)
+		bind_slices(ctx, l, mm->base, n_blobs, stride);
+	return 0;
+}
+
+KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
+			      const struct kt_model_desc *desc,
+			      struct kt_model **out)
+{
+	struct kern_pack_layout l;
+	struct mem_model *mm;
+	struct kt_model *m;
+	size_t stride, n_blobs = 0, b = 0;
+	uint32_t layer, e;
+	int ret;
+
+	if (!ctx || !desc || !out)
+		return -EINVAL;
+	*out = NULL;
+	ret = validate(desc, &l);
+	if (ret) {
+		core_log(ctx, KT_LOG_ERROR, "kt_model_create: %s", l.err);
+		return ret;
+	}
+	mm = calloc(1, sizeof(*mm));
+	if (!mm)
+		return -ENOMEM;
+	m = &mm->m;
+	m->ctx = ctx;
+	m->hidden = desc->hidden;
+	m->inter = desc->inter;
+	m->n_experts = desc->n_experts;
+	m->n_layers = desc->n_layers;
+	m->quant = desc->quant;
+	m->group_size = l.group;
+	m->down_chunk = l.kc;
+	m->expert_bytes = l.total;
+	m->release = mem_release;
+	ret = -ENOMEM;
+	m->layer_ids = calloc(desc->n_layers, sizeof(*m->layer_ids));
+	m->experts = calloc((size_t)desc->n_layers * desc->n_experts,
+			    sizeof(*m->experts));
+	if (!m->layer_ids || !m->experts)
+		goto err_free;
+	for (layer = 0; layer < desc->n_layers; layer++)
+		m->layer_ids[layer] = desc->layer_ids ?
+			desc->layer_ids[layer] : (int32_t)layer;
+	for (e = 0; e < desc->n_experts; e++)
+		n_blobs += !masked(desc->expert_mask, e);
+	n_blobs *= desc->n_layers;
+	stride = (l.total + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
+	ret = alloc_blobs(ctx, mm, &l, n_blobs, stride);
+	if (ret)
+		goto err_free;
+	for (layer = 0; layer < desc->n_layers; layer++) {
+		for (e = 0; e < desc->n_experts; e++) {
+			struct core_expert *ex = core_model_expert(m, layer, e);
+			struct kt_expert_src src = { 0 };
+			uint8_t *blob;
+
+			if (masked(desc->expert_mask, e))
+				continue;
+			ret = desc->get_expert(desc->arg, layer, e, &src);
+			if (ret)
+				goto err_release;
+			blob = mm->base + b++ * stride;
+			ret = kern_pack_expert(&l, src.gate, src.up, src.down,
+					       desc->src_dtype, blob);
+			if (ret)
+				goto err_release;
+			kern_pack_mat(&l, KERN_MAT_GATE, blob, &ex->gate);
+			kern_pack_mat(&l, KERN_MAT_UP, blob, &ex->up);
+			kern_pack_mat(&l, KERN_MAT_DOWN, blob, &ex->down);
+			ex->present = true;
+			m->resident_bytes += l.total;
+		}
+	}
+	ret = kern_moe_reserve(ctx, m);
+	if (ret)
+		goto err_release;
+	*out = m;
+	return 0;
+
+err_release:
+	mem_release(m);
+	return ret;
+err_free:
+	free(m->experts);
+	free(m->layer_ids);
+	free(mm);
+	return ret;
+}

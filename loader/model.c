@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: MIT
+/*
+ * model.c - what every model has, however it was built (kt_model_create,
+ * kt_model_open): destroy, geometry, layer lookup.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "ktcore/core.h"
+#include "ktcore/model.h"
+
+KT_EXPORT void kt_model_destroy(struct kt_model *m)
+{
+	if (m && m->release)
+		m->release(m);
+}
+
+KT_EXPORT void kt_model_get_info(const struct kt_model *m,
+				 struct kt_model_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->hidden = m->hidden;
+	info->inter = m->inter;
+	info->n_experts = m->n_experts;
+	info->n_layers = m->n_layers;
+	info->quant = m->quant;
+	info->group_size = m->group_size;
+	info->expert_bytes = m->expert_bytes;
+	info->resident_bytes = m->resident_bytes;
+}
+
+KT_EXPORT int kt_model_layer_index(const struct kt_model *m, int32_t layer_id)
+{
+	uint32_t i;
+
+	if (!m)
+		return -EINVAL;
+	for (i = 0; i < m->n_layers; i++)
+		if (m->layer_ids[i] == layer_id)
+			return (int)i;
+	return -EINVAL;
+}

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pack.c - the packed layout: geometry checks, element offsets against the
+ * formulas of Documentation/packed-layout.md worked by hand, quantize/read
+ * back round trips per quantization and group, node ranges, conversions.
+ */
+#include <errno.h>
+
+#include "kt_test.h"
+#include "kernels/fp.h"
+#include "kernels/pack.h"
+#include "util.h"
+
+TEST(layout_rejects_bad_geometry)
+{
+	struct kern_pack_layout l;
+
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT8, 100, 256, 0, &l), -EINVAL);
+	ASSERT_TRUE(l.err != NULL);
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT8, 256, 0, 0, &l), -EINVAL);
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 256, 256, 48, &l), -EINVAL);
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 256, 256, 256, &l), -EINVAL);
+	ASSERT_EQ(kern_pack_layout((enum kt_quant)9, 256, 256, 0, &l),
+		  -EINVAL);
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 256, 384, 0, &l), 0);
+	ASSERT_EQ(l.group, 128);
+	ASSERT_EQ(l.kc, 128);
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_BF16, 256, 512, 0, &l), 0);
+	ASSERT_EQ(l.kc, 256);
+	ASSERT_EQ(l.group, 0);
+}
+
+TEST(layout_sizes)
+{
+	struct kern_pack_layout l;
+	size_t nk = 256 * 384;
+
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT8, 256, 384, 0, &l), 0);
+	ASSERT_EQ(l.total, 3 * nk + (384 + 384 + 256) * 4);
+	ASSERT_EQ(l.scales_off[KERN_MAT_GATE], 3 * nk);
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_BF16, 256, 384, 0, &l), 0);
+	ASSERT_EQ(l.total, 6 * nk);
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 256, 384, 64, &l), 0);
+	ASSERT_EQ(l.total, 3 * nk / 2 + (4 * 384 * 2 + 6 * 256) * 4);
+	ASSERT_EQ(l.tiles_off[KERN_MAT_DOWN], nk);
+	ASSERT_EQ(l.scales_off[KERN_MAT_DOWN], 3 * nk / 2 + 4 * 384 * 2 * 4);
+}
+
+/* Offsets worked by hand from the tables of packed-layout.md. */
+TEST(elem_offsets_by_hand)
+{
+	struct kern_pack_layout l;
+
+	/* INT8, H = 128, I = 256 (KC 256): gate K = 128, 2 K blocks */
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT8, 128, 256, 0, &l), 0);
+	/* (17, 70): nb 1, kb 1 -> tile 3; c 6 -> 64 + 4 + 2 */
+	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_GATE, 17, 70),
+		  3 * 1024 + 70);
+	/* down N = 128, K = 256: P = 4; (33, 200): kb 3, kc 0, kin 3,
+	 * nb 2 -> tile 0*8*4 + 2*4 + 3 = 11; c 8 -> 2*64 + 1*4 + 0 */
+	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_DOWN, 33, 200),
+		  11 * 1024 + 132);
+	/* BF16, (5, 33) of gate K = 128: kb 1, tile 1; c 1 -> 0 + 20 + 2 */
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_BF16, 128, 256, 0, &l), 0);
+	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_GATE, 5, 33), 1024 + 22);
+	/* INT4, (3, 100): tile 0; kk 36 -> 9*64 + 12 + 0 (high nibble) */
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 128, 256, 0, &l), 0);
+	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_GATE, 3, 100), 588);
+	/* down N = 128, K = 256, KC 256, P = 2: (20, 130): kb 1, nb 1
+	 * -> tile 1*2 + 1 = 3; kk 2 -> 0 + 16 + 2 */
+	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_DOWN, 20, 130),
+		  3 * 1024 + 18);
+}
+
+/* Every element maps to a distinct byte (nibble for INT4) of the tiles. */
+static void check_bijective(struct kt_test_meta *_metadata,
+			    enum kt_quant q, unsigned int H, unsigned int I)
+{
+	struct kern_pack_layout l;
+	unsigned int id, n, k, N, K;
+	uint8_t *seen;
+
+	ASSERT_EQ(kern_pack_layout(q, H, I, 0, &l), 0);
+	seen = calloc(l.tiles_bytes[0] * 2, 1);
+	ASSERT_TRUE(seen != NULL);
+	for (id = 0; id < 3; id++) {
+		memset(seen, 0, l.tiles_bytes[0] * 2);
+		N = id == KERN_MAT_DOWN ? H : I;
+		K = id == KERN_MAT_DOWN ? I : H;
+		for (n = 0; n < N; n++)
+			for (k = 0; k < K; k++) {
+				size_t off = kern_pack_elem_off(&l, id, n, k);
+				unsigned int esz = q == KT_QUANT_BF16 ? 2 : 1;
+				size_t slot = q == KT_QUANT_INT4 ?
+					off * 2 + (k % 128 >= 64) : off;
+
+				ASSERT_LE(off + esz, l.tiles_bytes[id]);
+				ASSERT_EQ(seen[slot], 0);
+				seen[slot] = 1;
+			}
+	}
+	free(seen);
+}
+
+TEST(elem_offsets_bijective)
+{
+	check_bijective(_metadata, KT_QUANT_INT8, 256, 384);
+	check_bijective(_metadata, KT_QUANT_INT4, 256, 384);
+	check_bijective(_metadata, KT_QUANT_BF16, 128, 512);
+}
+
+static void round_trip(struct kt_test_meta *_metadata, enum kt_quant q,
+		       unsigned int H, unsigned int I, unsigned int group,
+		       enum kt_dtype dtype)
+{
+	struct tu_rng r = { 42 + q * 7 + group };
+	struct kern_pack_layout l;
+	float *w[3];
+	void *src[3];
+	uint8_t *blob;
+	unsigned int id, n, k;
+
+	ASSERT_EQ(kern_pack_layout(q, H, I, group, &l), 0);
+	blob = malloc(l.total);
+	ASSERT_TRUE(blob != NULL);
+	memset(blob, 0x5a, l.total);
+	for (id = 0; id < 3; id++) {
+		size_t cnt = (size_t)H * I;
+
+		w[id] = malloc(cnt * 4);
+		src[id] = malloc(cnt * 4);
+		tu_fill_weights(&r, w[id], id == KERN_MAT_DOWN ? H : I,
+				id == KERN_MAT_DOWN ? I : H);
+		/* one all-zero row: scale 0, q 0 */
+		memset(w[id], 0, (id == KERN_MAT_DOWN ? I : H) * 4);
+		for (size_t i = 0; i < cnt; i++) {
+			if (dtype == KT_DTYPE_F32) {
+				((float *)src[id])[i] = w[id][i];
+				continue;
+			}
+			uint16_t h = dtype == KT_DTYPE_BF16 ?
+				kern_f32_to_bf16(w[id][i]) :
+				kern_f32_to_f16(w[id][i]);
+			((uint16_t *)src[id])[i] = h;
+			w[id][i] = dtype == KT_DTYPE_BF16 ?
+				kern_bf16_to_f32(h) : kern_f16_to_f32(h);
+		}
+	}
+	ASSERT_EQ(kern_pack_expert(&l, src[0], src[1], src[2], dtype, blob), 0);
+	for (id = 0; id < 3; id++) {
+		unsigned int N = id == KERN_MAT_DOWN ? H : I;
+		unsigned int K = id == KERN_MAT_DOWN ? I : H;
+		unsigned int G = q == KT_QUANT_INT4 ? l.group : K;
+		double qmax = q == KT_QUANT_INT4 ? 7 : 127;
+
+		for (n = 0; n < N; n++) {
+			for (unsigned int g0 = 0; g0 < K; g0 += G) {
+				double amax = 0, got_max = 0;
+
+				for (k = g0; k < g0 + G; k++)
+					amax = fmax(amax, fabs(w[id][(size_t)n * K + k]));
+				for (k = g0; k < g0 + G; k++) {
+					double v = w[id][(size_t)n * K + k];
+					double got = kern_pack_get(&l, id, blob,
+								   n, k);
+
+					got_max = fmax(got_max, fabs(got));
+					if (q == KT_QUANT_BF16) {
+						ASSERT_EQ(got, (double)kern_bf16_to_f32(
+							kern_f32_to_bf16((float)v)));
+						continue;
+					}
+					/* within half a step of the source */
+					ASSERT_LE(fabs(got - v),
+						  amax / qmax * 0.5 * (1 + 1e-5) + 1e-12);
+				}
+				/* the largest magnitude uses the full range */
+				if (q != KT_QUANT_BF16)
+					ASSERT_NEAR(got_max, amax, amax * 1e-6);
+			}
+		}
+	}
+	for (id = 0; id < 3; id++) {
+		free(w[id]);
+		free(src[id]);
+	}
+	free(blob);
+}
+
+TEST(round_trip_int8)
+{
+	round_trip(_metadata, KT_QUANT_INT8, 256, 384, 0, KT_DTYPE_F32);
+	round_trip(_metadata, KT_QUANT_INT8, 128, 256, 0, KT_DTYPE_BF16);
+	round_trip(_metadata, KT_QUANT_INT8, 128, 128, 0, KT_DTYPE_F16);
+}
+
+TEST(round_trip_int4)
+{
+	round_trip(_metadata, KT_QUANT_INT4, 256, 384, 32, KT_DTYPE_F32);
+	round_trip(_metadata, KT_QUANT_INT4, 256, 256, 64, KT_DTYPE_BF16);
+	round_trip(_metadata, KT_QUANT_INT4, 128, 384, 128, KT_DTYPE_F16);
+}
+
+TEST(round_trip_bf16)
+{
+	round_trip(_metadata, KT_QUANT_BF16, 256, 384, 0, KT_DTYPE_F32);
+	round_trip(_metadata, KT_QUANT_BF16, 128, 256, 0, KT_DTYPE_F16);
+}
+
+TEST(bad_dtype)
+{
+	struct kern_pack_layout l;
+	float w[4] = { 0 };
+	uint8_t *blob;
+
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT8, 128, 128, 0, &l), 0);
+	blob = malloc(l.total);
+	ASSERT_EQ(kern_pack_expert(&l, w, w, w, KT_DTYPE_I32, blob), -EINVAL);
+	ASSERT_EQ(kern_pack_expert(&l, NULL, w, w, KT_DTYPE_F32, blob),
+		  -EINVAL);
+	free(blob);
+}
+
+/* The nodes' ranges cover every tile byte exactly once. */
+TEST(node_ranges_partition)
+{
+	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
+					    KT_QUANT_BF16 };
+	struct kern_range rg[KERN_PACK_MAX_RANGES];
+	struct kern_pack_layout l;
+	unsigned int qi, nn, node;
+
+	for (qi = 0; qi < 3; qi++) {
+		ASSERT_EQ(kern_pack_layout(qs[qi], 256, 1024, 0, &l), 0);
+		for (nn = 1; nn <= 5; nn++) {
+			uint8_t *cnt = calloc(l.total, 1);
+			size_t b;
+
+			for (node = 0; node < nn; node++) {
+				int n = kern_pack_node_ranges(&l, nn, node, rg);
+
+				ASSERT_LE(n, KERN_PACK_MAX_RANGES);
+				for (int i = 0; i < n; i++)
+					for (b = rg[i].off;
+					     b < rg[i].off + rg[i].len; b++) {
+						ASSERT_LT(b, l.total);
+						cnt[b]++;
+					}
+			}
+			for (b = 0; b < l.total; b++)
+				ASSERT_EQ(cnt[b], 1);
+			free(cnt);
+		}
+	}
+}
+
+TEST(node_slices)
+{
+	unsigned int i0, i1;
+
+	kern_node_slice(1024, 256, 3, 0, &i0, &i1);
+	ASSERT_EQ(i0, 0);
+	ASSERT_EQ(i1, 256);
+	kern_node_slice(1024, 256, 3, 2, &i0, &i1);
+	ASSERT_EQ(i0, 512);
+	ASSERT_EQ(i1, 1024);
+	kern_node_slice(256, 256, 2, 0, &i0, &i1);
+	ASSERT_EQ(i0, i1);
+}
+
+TEST(conversions)
+{
+	struct tu_rng r = { 7 };
+	unsigned int i;
+
+	ASSERT_EQ(kern_f32_to_bf16(1.0f), 0x3f80);
+	/* 1 + 2^-8 is a tie: to even (1.0); 1 + 3*2^-8 rounds up */
+	ASSERT_EQ(kern_f32_to_bf16(1.00390625f), 0x3f80);
+	ASSERT_EQ(kern_f32_to_bf16(1.01171875f), 0x3f82);
+	ASSERT_TRUE(isnan(kern_bf16_to_f32(kern_f32_to_bf16(NAN))));
+	ASSERT_EQ(kern_f32_to_f16(1.0f), 0x3c00);
+	ASSERT_EQ(kern_f32_to_f16(65504.0f), 0x7bff);
+	ASSERT_EQ(kern_f32_to_f16(65520.0f), 0x7c00);
+	ASSERT_EQ(kern_f32_to_f16(5.9604645e-08f), 0x0001);
+	/* against the compiler's _Float16 on many values, incl. subnormals */
+	for (i = 0; i < 200000; i++) {
+		float f = (float)(tu_normal(&r) * pow(2.0, -30 + 45 * tu_unif(&r)));
+		_Float16 h = (_Float16)f;
+		uint16_t hb;
+
+		memcpy(&hb, &h, 2);
+		ASSERT_EQ(kern_f32_to_f16(f), hb);
+		ASSERT_EQ(kern_f16_to_f32(hb), (float)h);
+	}
+}
+
+TEST_HARNESS_MAIN
