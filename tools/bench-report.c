@@ -57,8 +57,9 @@ void report_setup(const struct bench_setup *s)
 	if (s->quant == KT_QUANT_INT4)
 		printf(" g%u", c->group_size ? c->group_size : 128);
 	printf(", %s, %u threads\n", kt_isa_name(s->isa), s->threads);
-	printf("%u layers rotated, %.1f MB per expert, %.2f GB packed (made in %.1f s), %s weights, %s x/y, submit %s%s\n",
-	       s->layers, (double)s->expert_bytes * 1e-6,
+	printf("%u layer%s rotated, %.1f MB per expert, %.2f GB packed (made in %.1f s), %s weights, %s x/y, submit %s%s\n",
+	       s->layers, s->layers == 1 ? "" : "s",
+	       (double)s->expert_bytes * 1e-6,
 	       (double)s->model_bytes * 1e-9, s->gen_s,
 	       dtype_name(c->src_dtype), dtype_name(c->io_dtype),
 	       c->use_forward ? "kt_moe_forward" : "ring",
