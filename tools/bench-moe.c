@@ -204,6 +204,27 @@ static int submit_one(struct bench_moe *b, const struct kt_moe_args *args,
 	return ret < 0 ? ret : 0;
 }
 
+/*
+ * One call on the next layer of the rotation with a fresh routing, drawn
+ * into @ids and @w (which @args points at) before the clock starts. @us gets the submit -> completion
+ * time, @distinct the experts the routing touches.
+ */
+static int timed_call(struct bench_moe *b, struct kt_moe_args *args,
+		      int32_t *ids, float *w, double *us, uint32_t *distinct)
+{
+	uint64_t t0, t1;
+	int ret;
+
+	*distinct = draw_routing(b, ids, w, args->tokens);
+	args->layer = b->next_layer;
+	b->next_layer = (b->next_layer + 1) % b->info.n_layers;
+	t0 = stats_now_ns();
+	ret = submit_one(b, args, args->layer);
+	t1 = stats_now_ns();
+	*us = (double)(t1 - t0) * 1e-3;
+	return ret;
+}
+
 static bool case_done(const struct bench_cfg *cfg, uint32_t n,
 		      uint64_t elapsed_ns)
 {
@@ -233,13 +254,13 @@ int bench_moe_run(struct bench_moe *b, uint32_t tokens,
 	const struct bench_cfg *cfg = b->cfg;
 	size_t xy = (size_t)tokens * b->info.hidden;
 	size_t esz = cfg->io_dtype == KT_DTYPE_BF16 ? 2 : 4;
-	uint32_t k = cfg->top_k, n = 0, warm = cfg->warmup;
-	uint64_t start = 0, distinct_sum = 0;
+	uint32_t k = cfg->top_k, n = 0, i, distinct;
+	uint64_t start, distinct_sum = 0;
 	struct kt_moe_args args;
 	void *x, *y;
 	int32_t *ids;
 	float *w;
-	double s, peak;
+	double s, us, peak, t_mem, t_cmp;
 	int ret = -ENOMEM;
 
 	x = malloc(xy * esz);
@@ -265,29 +286,19 @@ int bench_moe_run(struct bench_moe *b, uint32_t tokens,
 	args.y_dtype = (uint8_t)cfg->io_dtype;
 	args.ids_dtype = KT_DTYPE_I32;
 
-	for (;;) {
-		uint32_t distinct;
-		uint64_t t0, t1;
-
-		if (!warm && !start)
-			start = stats_now_ns();
-		else if (!warm && case_done(cfg, n, stats_now_ns() - start))
-			break;
-		distinct = draw_routing(b, ids, w, tokens);
-		args.layer = b->next_layer;
-		b->next_layer = (b->next_layer + 1) % b->info.n_layers;
-		t0 = stats_now_ns();
-		ret = submit_one(b, &args, n);
-		t1 = stats_now_ns();
+	for (i = 0; i < cfg->warmup; i++) {
+		ret = timed_call(b, &args, ids, w, &us, &distinct);
 		if (ret)
 			goto free_bufs;
-		if (warm) {
-			warm--;
-			continue;
-		}
-		b->samples[n++] = (double)(t1 - t0) * 1e-3;
-		distinct_sum += distinct;
 	}
+	start = stats_now_ns();
+	do {
+		ret = timed_call(b, &args, ids, w, &us, &distinct);
+		if (ret)
+			goto free_bufs;
+		b->samples[n++] = us;
+		distinct_sum += distinct;
+	} while (!case_done(cfg, n, stats_now_ns() - start));
 
 	stats_sort(b->samples, n);
 	memset(res, 0, sizeof(*res));
@@ -307,13 +318,10 @@ int bench_moe_run(struct bench_moe *b, uint32_t tokens,
 	res->gbps = (double)res->bytes / s * 1e-9;
 	res->tops = (double)res->ops / s * 1e-12;
 	peak = bench_limits_peak(l, b->info.quant);
-	{
-		double t_mem = (double)res->bytes / (l->read_gbps * 1e9);
-		double t_cmp = (double)res->ops / (peak * 1e12);
-
-		res->compute_bound = t_cmp > t_mem;
-		res->roofline_us = (res->compute_bound ? t_cmp : t_mem) * 1e6;
-	}
+	t_mem = (double)res->bytes / (l->read_gbps * 1e9);
+	t_cmp = (double)res->ops / (peak * 1e12);
+	res->compute_bound = t_cmp > t_mem;
+	res->roofline_us = (res->compute_bound ? t_cmp : t_mem) * 1e6;
 	res->roofline = res->roofline_us / res->median_us;
 	ret = 0;
 
