@@ -7,10 +7,11 @@
 VERSION := 0.1.0
 SONAME := libkt.so.0
 
+comma := ,
 ifeq ($(SAN),)
 O ?= build
 else
-O ?= build/san-$(SAN)
+O ?= build/san-$(subst $(comma),-,$(SAN))
 endif
 obj := $(O)
 
@@ -75,7 +76,7 @@ KT_BIN := $(obj)/kt
 .DELETE_ON_ERROR:
 .SECONDARY:
 .SUFFIXES:
-.PHONY: all clean check selftests install check-abi asan tsan FORCE
+.PHONY: all clean check check-all selftests install check-abi asan tsan FORCE
 
 all: $(LIBKT_SO) $(LIBKT_A) $(KT_BIN) $(obj)/kt.pc
 
@@ -128,7 +129,16 @@ $(obj)/kt.pc: Makefile
 selftests: $(TEST_BINS) $(KT_BIN)
 
 check: selftests
-	$(Q)KT_BIN=$(abspath $(KT_BIN)) scripts/run-selftests.sh $(TEST_BINS)
+	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS)
+
+# What CI runs: the ABI check, then the selftests plain and under
+# ASan+UBSan, with one summary line at the end.
+CHECK_SAN := address,undefined
+SAN_O := build/san-$(subst $(comma),-,$(CHECK_SAN))
+check-all: selftests check-abi
+	$(Q)$(MAKE) --no-print-directory SAN=$(CHECK_SAN) selftests
+	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS) \
+		--kt $(SAN_O)/kt $(TEST_BINS:$(obj)/%=$(SAN_O)/%)
 
 check-abi: $(LIBKT_SO)
 	$(Q)scripts/check-abi.sh $(LIBKT_SO)

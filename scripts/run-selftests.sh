@@ -3,11 +3,24 @@
 # run-selftests.sh - run kt's selftest binaries, echo their TAP output and
 # end with the plain line "N passed, N failed" (skips are counted apart).
 # A binary that dies without reporting its cases counts as one failure.
+# Usage: run-selftests.sh [--kt KT_BINARY] TEST... [--kt KT_BINARY TEST...]
+# (--kt sets KT_BIN, the kt command the CLI tests run, for what follows.)
 set -u
 pass=0 fail=0 skip=0
 timeout_s=${KT_SELFTEST_TIMEOUT:-900}
-for bin in "$@"; do
-	name=${bin#*selftests/}
+# sanitizer runs: fail on the first report, no leak noise from forked tests
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+while [ $# -gt 0 ]; do
+	bin=$1
+	shift
+	if [ "$bin" = "--kt" ]; then
+		KT_BIN=$(realpath "$1")
+		export KT_BIN
+		shift
+		continue
+	fi
+	name=${bin#build/}
 	echo "# selftest: $name"
 	out=$(timeout -k 10 "$timeout_s" "$bin" 2>&1)
 	rc=$?

@@ -1,0 +1,33 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# install-deps.sh - install the Debian packages kt builds, tests and
+# benchmarks with, when they are missing. Safe to run again; quiet when
+# nothing is missing. Needs root (or sudo) only when it installs.
+set -eu
+
+pkgs="gcc make libc6-dev pkg-config liburing-dev libnuma-dev libjansson-dev
+numactl fio libhugetlbfs-bin"
+
+missing=""
+for p in $pkgs; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+	     grep -q 'install ok installed'; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "install-deps: installing:$missing"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null 2>&1 || {
+		echo "install-deps: need root to install:$missing" >&2
+		exit 1
+	}
+	sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "install-deps: done"

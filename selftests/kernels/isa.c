@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+/*
+ * isa.c - every compiled SIMD variant the CPU runs against the scalar
+ * oracle, on the same packed weights and f32 activations: gate+up and
+ * down for each quantization, token counts on both sides of the "many
+ * tokens" threshold, and sub-ranges of rows, columns and K chunks.
+ */
+#include <errno.h>
+
+#include "kt_test.h"
+#include "kernels/fp.h"
+#include "kernels/kern.h"
+#include "kernels/pack.h"
+#include "ktcore/core.h"
+#include "util.h"
+
+/* rel MAE against the oracle: only summation order and exp may differ */
+#define ISA_TOL 2e-5
+
+struct blob {
+	struct kern_pack_layout l;
+	uint8_t *p;
+	struct core_mat mat[3];
+};
+
+static int blob_make(struct blob *b, enum kt_quant q, unsigned int H,
+		     unsigned int I, unsigned int group, uint64_t seed)
+{
+	struct tu_rng r = { seed };
+	float *w[3];
+	int id, ret;
+
+	ret = kern_pack_layout(q, H, I, group, &b->l);
+	if (ret)
+		return ret;
+	b->p = aligned_alloc(4096, (b->l.total + 4095) & ~(size_t)4095);
+	for (id = 0; id < 3; id++) {
+		w[id] = malloc((size_t)H * I * 4);
+		tu_fill_weights(&r, w[id], id == 2 ? H : I, id == 2 ? I : H);
+	}
+	ret = kern_pack_expert(&b->l, w[0], w[1], w[2], KT_DTYPE_F32, b->p);
+	for (id = 0; id < 3; id++) {
+		free(w[id]);
+		kern_pack_mat(&b->l, id, b->p, &b->mat[id]);
+	}
+	return ret;
+}
+
+static double rel_mae_f(const float *a, const float *b, size_t n)
+{
+	double num = 0, den = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		num += fabs((double)a[i] - b[i]);
+		den += fabs((double)b[i]);
+	}
+	return den > 0 ? num / den : num;
+}
+
+static void *scratch_for(const struct kern_quant_ops *qo,
+			 const struct kern_pack_layout *l, unsigned int m)
+{
+	struct kern_geom g = { l->hidden, l->inter, l->group, l->kc };
+
+	return aligned_alloc(64, (qo->scratch_bytes(&g, m) + 4096) &
+			     ~(size_t)63);
+}
+
+/* gate+up of @qo and of the oracle for m tokens (picked out of 2m). */
+static double cmp_gate_up(struct kt_test_meta *_metadata,
+			  const struct kern_quant_ops *qo,
+			  const struct kern_quant_ops *ref,
+			  const struct blob *b, enum kt_dtype xdt,
+			  unsigned int m, unsigned int n0, unsigned int n1)
+{
+	const struct kern_quant_ops *ops[2] = { qo, ref };
+	unsigned int H = b->l.hidden, nr = n1 - n0, i, v;
+	struct tu_rng r = { 3 + m };
+	float *x = malloc((size_t)2 * m * H * 4), *out[2];
+	uint16_t *xb = malloc((size_t)2 * m * H * 2);
+	uint32_t *rows = malloc(m * 4);
+	double e;
+
+	tu_fill_normal(&r, x, (size_t)2 * m * H, 1.0);
+	for (i = 0; i < 2 * m * H; i++)
+		xb[i] = kern_f32_to_bf16(x[i]);
+	for (i = 0; i < m; i++)
+		rows[i] = (i * 7 + 3) % (2 * m);
+	if ((2 * m) % 7 == 0)
+		for (i = 0; i < m; i++)
+			rows[i] = 2 * i;
+	for (v = 0; v < 2; v++) {
+		size_t rb = ops[v]->act_row_bytes(H, b->l.group);
+		uint8_t *act = aligned_alloc(64, rb * 2 * m);
+		void *scratch = scratch_for(ops[v], &b->l, m);
+		struct kern_gate_up_args a = {
+			.gate = &b->mat[0], .up = &b->mat[1], .N = b->l.inter,
+			.K = H, .group = b->l.group, .n0 = n0, .n1 = n1,
+			.act = act, .act_stride = rb, .act_rows = rows, .m = m,
+			.scratch = scratch,
+		};
+
+		ASSERT_EQ(rb % 64, 0);
+		out[v] = malloc((size_t)m * nr * 4);
+		a.out = out[v];
+		a.out_stride = nr;
+		if (xdt == KT_DTYPE_BF16)
+			ops[v]->act_prepare(xb, (size_t)H * 2, xdt, 2 * m, H,
+					    b->l.group, act, rb);
+		else
+			ops[v]->act_prepare(x, (size_t)H * 4, xdt, 2 * m, H,
+					    b->l.group, act, rb);
+		if (v == 0 && ops[v]->gate_up_many &&
+		    m >= ops[v]->many_min_m)
+			ops[v]->gate_up_many(&a);
+		else
+			ops[v]->gate_up(&a);
+		free(act);
+		free(scratch);
+	}
+	e = rel_mae_f(out[0], out[1], (size_t)m * nr);
+	free(out[0]);
+	free(out[1]);
+	free(x);
+	free(xb);
+	free(rows);
+	return e;
+}
+
+/* down of @qo and of the oracle: m tokens into distinct rows of y. */
+static double cmp_down(struct kt_test_meta *_metadata,
+		       const struct kern_quant_ops *qo,
+		       const struct kern_quant_ops *ref, const struct blob *b,
+		       unsigned int m, unsigned int n0, unsigned int n1,
+		       unsigned int k0, unsigned int k1)
+{
+	const struct kern_quant_ops *ops[2] = { qo, ref };
+	unsigned int H = b->l.hidden, I = b->l.inter, kc = b->l.kc;
+	unsigned int nch = (k1 - k0) / kc, i, c, v;
+	struct tu_rng r = { 11 + m };
+	float *av = malloc((size_t)m * I * 4), *y[2], *w = malloc(m * 4);
+	uint32_t *yrows = malloc(m * 4);
+	double e;
+
+	tu_fill_normal(&r, av, (size_t)m * I, 0.05);
+	for (i = 0; i < m; i++) {
+		w[i] = (float)(0.1 + tu_unif(&r));
+		yrows[i] = m - 1 - i;
+	}
+	for (v = 0; v < 2; v++) {
+		size_t crb = ops[v]->act_row_bytes(kc, b->l.group);
+		size_t rb = crb * nch;
+		uint8_t *act = aligned_alloc(64, rb * m);
+		void *scratch = scratch_for(ops[v], &b->l, m);
+		struct tu_rng ry = { 5 };
+		struct kern_down_args a = {
+			.down = &b->mat[2], .N = H, .K = I, .kc = kc,
+			.group = b->l.group, .n0 = n0, .n1 = n1, .k0 = k0,
+			.k1 = k1, .act = act, .act_stride = rb, .m = m,
+			.y_rows = yrows, .w = w, .y_stride = H,
+			.scratch = scratch,
+		};
+
+		for (i = 0; i < m; i++)
+			for (c = 0; c < nch; c++)
+				ops[v]->act_prepare(av + (size_t)i * I + k0 +
+						    c * kc, 0, KT_DTYPE_F32, 1,
+						    kc, b->l.group,
+						    act + i * rb + c * crb, crb);
+		y[v] = malloc((size_t)m * H * 4);
+		tu_fill_normal(&ry, y[v], (size_t)m * H, 0.1);
+		a.y = y[v];
+		if (v == 0 && ops[v]->down_many && m >= ops[v]->many_min_m)
+			ops[v]->down_many(&a);
+		else
+			ops[v]->down(&a);
+		free(act);
+		free(scratch);
+	}
+	e = rel_mae_f(y[0], y[1], (size_t)m * H);
+	/* columns outside [n0, n1) untouched by both: equal bits */
+	for (i = 0; i < m; i++)
+		for (c = 0; c < H; c++)
+			if (c < n0 || c >= n1)
+				ASSERT_EQ(y[0][(size_t)i * H + c],
+					  y[1][(size_t)i * H + c]);
+	free(y[0]);
+	free(y[1]);
+	free(av);
+	free(w);
+	free(yrows);
+	return e;
+}
+
+static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
+{
+	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
+					    KT_QUANT_BF16 };
+	static const unsigned int ms[] = { 1, 3, 16, 37, KERN_MAX_M };
+	const struct kern_ops *ops = kern_ops_get(isa);
+	const struct kern_ops *scalar = kern_ops_get(KT_ISA_SCALAR);
+	unsigned int qi, mi, tested = 0;
+
+	if (!ops)
+		SKIP(return, "%s kernels are not compiled in", kt_isa_name(isa));
+	if (core_isa_supported(isa, core_cpu_flags()))
+		SKIP(return, "this CPU cannot run %s", kt_isa_name(isa));
+	for (qi = 0; qi < 3; qi++) {
+		const struct kern_quant_ops *qo = kern_quant_ops_get(ops, qs[qi]);
+		const struct kern_quant_ops *ref =
+			kern_quant_ops_get(scalar, qs[qi]);
+		struct blob b, b2;
+		double worst = 0, e;
+
+		if (!qo) {
+			TH_LOG("%s: no %s kernels (falls back)", ops->name,
+			       kt_quant_name(qs[qi]));
+			continue;
+		}
+		tested++;
+		/* I = 768: KC 256, three chunks; H = 384 */
+		ASSERT_EQ(blob_make(&b, qs[qi], 384, 768, 0, 21), 0);
+		/* I = 384: KC 128; INT4 with group 32 */
+		ASSERT_EQ(blob_make(&b2, qs[qi], 256, 384,
+				    qs[qi] == KT_QUANT_INT4 ? 32 : 0, 22), 0);
+		for (mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++) {
+			unsigned int m = ms[mi];
+
+			e = cmp_gate_up(_metadata, qo, ref, &b, KT_DTYPE_F32,
+					m, 0, 768);
+			worst = fmax(worst, e);
+			e = cmp_gate_up(_metadata, qo, ref, &b2, KT_DTYPE_BF16,
+					m, 48, 176);
+			worst = fmax(worst, e);
+			e = cmp_down(_metadata, qo, ref, &b, m, 0, 384, 0, 768);
+			worst = fmax(worst, e);
+			e = cmp_down(_metadata, qo, ref, &b, m, 128, 256, 256,
+				     512);
+			worst = fmax(worst, e);
+			e = cmp_down(_metadata, qo, ref, &b2, m, 16, 48, 128,
+				     384);
+			worst = fmax(worst, e);
+		}
+		TH_LOG("%s %s vs scalar: worst rel MAE %.2e (bound %.0e)",
+		       ops->name, kt_quant_name(qs[qi]), worst, ISA_TOL);
+		EXPECT_LE(worst, ISA_TOL);
+		free(b.p);
+		free(b2.p);
+	}
+	if (!tested)
+		SKIP(return, "%s implements no quantization yet", ops->name);
+}
+
+TEST(avx2)
+{
+	check_isa(_metadata, KT_ISA_AVX2);
+}
+
+TEST(avxvnni)
+{
+	check_isa(_metadata, KT_ISA_AVX_VNNI);
+}
+
+TEST(avx512)
+{
+	check_isa(_metadata, KT_ISA_AVX512);
+}
+
+TEST(amx)
+{
+	check_isa(_metadata, KT_ISA_AMX);
+}
+
+/* The scalar table checked by the same code: the harness itself works. */
+TEST(scalar_self)
+{
+	const struct kern_quant_ops *q =
+		kern_quant_ops_get(kern_ops_get(KT_ISA_SCALAR), KT_QUANT_INT8);
+	struct blob b;
+
+	ASSERT_EQ(blob_make(&b, KT_QUANT_INT8, 256, 384, 0, 5), 0);
+	ASSERT_LE(cmp_gate_up(_metadata, q, q, &b, KT_DTYPE_F32, 3, 0, 384),
+		  0.0);
+	ASSERT_LE(cmp_down(_metadata, q, q, &b, 3, 0, 256, 0, 384), 0.0);
+	free(b.p);
+}
+
+TEST_HARNESS_MAIN
