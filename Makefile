@@ -117,7 +117,13 @@ $(obj)/selftests/%: selftests/%.c $(LIBKT_A) selftests/kt_test.h $(obj)/selftest
 	$(Q)$(CC) $(call flags_of,$<) -Iselftests -MMD -MP -MF $@.d -o $@ $< \
 		$(LIBKT_A_WHOLE) $(KT_LDFLAGS) $(LIBS)
 
-$(obj)/kt.pc: Makefile
+# kt.pc names the install paths: regenerate it when they change.
+PC_VARS := $(PREFIX) $(LIBDIR) $(INCDIR) $(VERSION)
+$(obj)/kt.pc.vars: FORCE
+	@mkdir -p $(@D)
+	@echo '$(PC_VARS)' | cmp -s - $@ || echo '$(PC_VARS)' > $@
+
+$(obj)/kt.pc: Makefile $(obj)/kt.pc.vars
 	@mkdir -p $(@D)
 	$(quiet) GEN $@
 	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' \
