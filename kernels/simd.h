@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * simd.h - what the per-ISA files of kernels/ offer each other: the
+ * measurement loops of limits.c and the micro-kernels the ops tables use.
+ */
+#ifndef KT_KERNELS_SIMD_H
+#define KT_KERNELS_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kern.h"
+
+/*
+ * Read loops of kt_ctx_measure_read_bw(): read [p, p + bytes) once with
+ * several concurrent streams of the widest loads; @bytes is a multiple of
+ * 1 KiB. The return value folds what was read so the loads stay.
+ */
+uint64_t kern_read_scalar(const void *p, size_t bytes);
+uint64_t kern_read_avx2(const void *p, size_t bytes);
+uint64_t kern_read_avx512(const void *p, size_t bytes);
+
+/*
+ * Peak loops of kt_ctx_measure_peak(): @iters rounds of register-resident
+ * multiply-adds on independent accumulators; return the multiply-adds done
+ * (the caller counts 2 ops each). @sink keeps the results alive.
+ */
+uint64_t kern_peak_int8_scalar(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_int8_avx2(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_int8_avxvnni(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_int8_avx512(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_int8_amx(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_bf16_scalar(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_bf16_avx2(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_bf16_avx512(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_bf16_amx(uint64_t iters, uint64_t *sink);
+
+/*
+ * The per-ISA halves of the ops tables (kern.h), declared once so that the
+ * AMX table can reuse the AVX-512 ones and the tests can call each.
+ */
+#define KERN_DECLARE_QUANT(quant, isa)					\
+	size_t kern_act_row_bytes_##quant##_##isa(unsigned int K,	\
+						  unsigned int group);	\
+	void kern_act_prepare_##quant##_##isa(const void *src,		\
+			size_t src_stride, enum kt_dtype dtype,		\
+			unsigned int rows, unsigned int K,		\
+			unsigned int group, uint8_t *dst,		\
+			size_t dst_stride);				\
+	void kern_gate_up_##quant##_##isa(				\
+			const struct kern_gate_up_args *a);		\
+	void kern_down_##quant##_##isa(const struct kern_down_args *a)
+
+#define KERN_DECLARE_ISA(isa)						\
+	KERN_DECLARE_QUANT(int8, isa);					\
+	KERN_DECLARE_QUANT(int4, isa);					\
+	KERN_DECLARE_QUANT(bf16, isa);					\
+	size_t kern_scratch_bytes_##isa(const struct kern_geom *g,	\
+					unsigned int max_m)
+
+KERN_DECLARE_ISA(avx2);
+KERN_DECLARE_ISA(avxvnni);
+KERN_DECLARE_ISA(avx512);
+KERN_DECLARE_ISA(amx);
+KERN_DECLARE_ISA(avxvnni_evex);
+
+/* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
+extern const struct kern_ops kern_ops_avxvnni_evex;
+
+#endif /* KT_KERNELS_SIMD_H */

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: MIT
+/*
+ * variants.c - every SIMD kernel variant the CPU runs (AVX2, AVX-VNNI,
+ * AVX-512, AMX) against the scalar oracle, for INT8, INT4 (each group
+ * size) and BF16; tolerances in check.h.
+ */
+#include "kt_test.h"
+#include "simd/check.h"
+#include "ktcore/core.h"
+#include "kernels/simd.h"
+
+/* Whether this CPU runs @isa: cpuid, XCR0 and the AMX permission agree. */
+static int cpu_runs(enum kt_isa isa)
+{
+	return core_isa_supported(isa, core_cpu_flags()) == 0;
+}
+
+/*
+ * ops.c reaches the variants through weak references, which do not pull
+ * their objects out of libkt.a; these strong ones do.
+ */
+const struct kern_ops *const sc_linked[] = {
+	&kern_ops_avx2,
+	&kern_ops_avxvnni,
+	&kern_ops_avx512,
+};
+
+static const struct sc_case cases[] = {
+	{ .T = 1 },
+	{ .T = 3 },
+	{ .T = 17 },
+	{ .T = 33 },
+	{ .T = 300 },		/* one expert with every token: two calls */
+	{ .T = 5, .n0 = 128, .n1 = 384, .dn0 = 256, .dn1 = 512 },
+	{ .T = 9, .c0 = 1, .c1 = 2 },	/* one NUMA node's chunk */
+	{ .T = 2, .n0 = 496, .n1 = 512, .dn0 = 16, .dn1 = 32 },
+};
+
+static double tol_of(enum kt_quant q)
+{
+	return q == KT_QUANT_INT8 ? SC_TOL_INT8 :
+	       q == KT_QUANT_INT4 ? SC_TOL_INT4 : SC_TOL_BF16;
+}
+
+/*
+ * All cases on two geometries: KC = 256 (I = 512) and KC = 128 (I = 640:
+ * five chunks, so a chunk range need not start at 0).
+ */
+static int check_ops(struct kt_test_meta *_metadata, enum kt_isa isa,
+		     const struct kern_ops *ops, enum kt_quant q,
+		     unsigned int group)
+{
+	const struct kern_quant_ops *v = kern_quant_ops_get(ops, q);
+	static const unsigned int geo[][2] = { { 512, 512 }, { 384, 640 } };
+	unsigned int gi, ci;
+
+	if (!cpu_runs(isa)) {
+		SKIP(return 0, "CPU lacks %s", kt_isa_name(isa));
+	}
+	if (!v) {
+		SKIP(return 0, "%s has no %s kernels", kt_isa_name(isa),
+		     kt_quant_name(q));
+	}
+	for (gi = 0; gi < 2; gi++) {
+		struct sc_expert e;
+
+		ASSERT_EQ(sc_expert_make(&e, q, geo[gi][0], geo[gi][1],
+					 group, 42 + gi), 0);
+		for (ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+			struct sc_case c = cases[ci];
+			double err;
+
+			if (c.n1 > e.l.inter || c.dn1 > e.l.hidden ||
+			    c.c1 > e.l.inter / e.l.kc)
+				continue;
+			err = sc_run(v, &e, &c, 1000 + ci);
+			if (err < 0 || err > tol_of(q) / 10)
+				TH_LOG("%s %s g%u H%u I%u T%u: rel err %.3g",
+				       kt_isa_name(isa), kt_quant_name(q),
+				       group, e.l.hidden, e.l.inter, c.T, err);
+			EXPECT_GE(err, 0.0);
+			EXPECT_LE(err, tol_of(q));
+		}
+		free(e.blob);
+	}
+	return 0;
+}
+
+static int check_variant(struct kt_test_meta *_metadata, enum kt_isa isa,
+			 enum kt_quant q, unsigned int group)
+{
+	return check_ops(_metadata, isa, kern_ops_get(isa), q, group);
+}
+
+/*
+ * The AVX-VNNI body with EVEX vpdpbusd: runs where AVX-512 does, so that
+ * the AVX-VNNI data flow is checked on CPUs without AVX-VNNI too.
+ */
+static int check_vnni_evex(struct kt_test_meta *_metadata, enum kt_quant q,
+			   unsigned int group)
+{
+	return check_ops(_metadata, KT_ISA_AVX512, &kern_ops_avxvnni_evex, q,
+			 group);
+}
+
+TEST(avxvnni_body_evex_int8) { check_vnni_evex(_metadata, KT_QUANT_INT8, 0); }
+TEST(avxvnni_body_evex_int4_g32) { check_vnni_evex(_metadata, KT_QUANT_INT4, 32); }
+TEST(avxvnni_body_evex_int4_g128) { check_vnni_evex(_metadata, KT_QUANT_INT4, 128); }
+
+#define VARIANT_TESTS(isa_name, isa)					\
+	TEST(isa_name##_int8) { check_variant(_metadata, isa, KT_QUANT_INT8, 0); } \
+	TEST(isa_name##_int4_g32) { check_variant(_metadata, isa, KT_QUANT_INT4, 32); } \
+	TEST(isa_name##_int4_g64) { check_variant(_metadata, isa, KT_QUANT_INT4, 64); } \
+	TEST(isa_name##_int4_g128) { check_variant(_metadata, isa, KT_QUANT_INT4, 128); } \
+	TEST(isa_name##_bf16) { check_variant(_metadata, isa, KT_QUANT_BF16, 0); }
+
+VARIANT_TESTS(avx2, KT_ISA_AVX2)
+VARIANT_TESTS(avxvnni, KT_ISA_AVX_VNNI)
+VARIANT_TESTS(avx512, KT_ISA_AVX512)
+VARIANT_TESTS(amx, KT_ISA_AMX)
+
+TEST_HARNESS_MAIN
