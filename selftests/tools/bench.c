@@ -19,8 +19,14 @@
 		if (!kt_bin())						\
 			SKIP(return, "no kt binary: KT_BIN unset, no build/kt"); \
 		ASSERT_EQ(kt_run(r, argv_), 0);				\
+	} while (0)
+
+/* A run that must succeed; on failure its stderr explains why. */
+#define ASSERT_RAN(r)							\
+	do {								\
 		if ((r)->status)					\
 			TH_LOG("kt exited %d: %s", (r)->status, (r)->err); \
+		ASSERT_EQ((r)->status, 0);				\
 	} while (0)
 
 /* Small and fast: limits on a 16 MiB buffer, 20 ms each. */
@@ -96,7 +102,7 @@ TEST(bench_json_cases_are_consistent)
 
 	RUN_KT(&r, "bench", "--json", QUICK, "--tokens", "1,3,16",
 	       "--iters", "3", "--method", "int8,bf16,int4");
-	ASSERT_EQ(r.status, 0);
+	ASSERT_RAN(&r);
 	n = parse_lines(_metadata, r.out, objs, 16);
 	ASSERT_EQ(n, 1 + 3 * 3);
 
@@ -177,7 +183,7 @@ TEST(bench_routing_is_seeded)
 
 	RUN_KT(&r, "bench", "--json", QUICK, "--tokens", "2,3,4,5",
 	       "--iters", "4", "--seed", "7");
-	ASSERT_EQ(r.status, 0);
+	ASSERT_RAN(&r);
 	n = parse_lines(_metadata, r.out, objs, 8);
 	ASSERT_EQ(n, 5);
 	for (i = 0; i < 4; i++)
@@ -188,7 +194,7 @@ TEST(bench_routing_is_seeded)
 
 	RUN_KT(&r, "bench", "--json", QUICK, "--tokens", "2,3,4,5",
 	       "--iters", "4", "--seed", "7");
-	ASSERT_EQ(r.status, 0);
+	ASSERT_RAN(&r);
 	n = parse_lines(_metadata, r.out, objs, 8);
 	ASSERT_EQ(n, 5);
 	for (i = 0; i < 4; i++)
@@ -199,7 +205,7 @@ TEST(bench_routing_is_seeded)
 
 	RUN_KT(&r, "bench", "--json", QUICK, "--tokens", "2,3,4,5",
 	       "--iters", "4", "--seed", "8");
-	ASSERT_EQ(r.status, 0);
+	ASSERT_RAN(&r);
 	n = parse_lines(_metadata, r.out, objs, 8);
 	ASSERT_EQ(n, 5);
 	for (i = 0; i < 4; i++)
@@ -221,7 +227,7 @@ TEST(bench_text_table)
 	struct kt_run r;
 
 	RUN_KT(&r, "bench", QUICK, "--tokens", "1,2", "--iters", "2");
-	ASSERT_EQ(r.status, 0);
+	ASSERT_RAN(&r);
 	EXPECT_TRUE(strstr(r.out, "limits: read ") != NULL);
 	EXPECT_TRUE(strstr(r.out, "custom (H 128, I 256, E 8, k 2), int8") !=
 		    NULL);
@@ -243,7 +249,7 @@ TEST(bench_limits_only)
 
 	RUN_KT(&r, "bench", "--limits", "--json", "--bw-size", "16M",
 	       "--limit-ms", "20");
-	ASSERT_EQ(r.status, 0);
+	ASSERT_RAN(&r);
 	n = parse_lines(_metadata, r.out, objs, 4);
 	ASSERT_EQ(n, 1);
 	lim = json_object_get(objs[0], "limits");
@@ -264,7 +270,7 @@ TEST(bench_nop_round_trip)
 	size_t n;
 
 	RUN_KT(&r, "bench", "--op", "nop", "--json", "--iters", "500");
-	ASSERT_EQ(r.status, 0);
+	ASSERT_RAN(&r);
 	n = parse_lines(_metadata, r.out, objs, 4);
 	ASSERT_EQ(n, 1);
 	EXPECT_EQ(strcmp(json_string_value(json_object_get(objs[0], "op")),
@@ -287,7 +293,7 @@ TEST(bench_forced_scalar_and_forward)
 	RUN_KT(&r, "bench", "--json", QUICK, "--tokens", "4", "--iters", "2",
 	       "--isa", "scalar", "--submit", "forward", "--io", "f32",
 	       "--src", "f32", "--threads", "1");
-	ASSERT_EQ(r.status, 0);
+	ASSERT_RAN(&r);
 	n = parse_lines(_metadata, r.out, objs, 4);
 	ASSERT_EQ(n, 2);
 	EXPECT_EQ(strcmp(json_string_value(json_object_get(objs[1], "isa")),
