@@ -226,8 +226,10 @@ TEST(bench_text_table)
 {
 	struct kt_run r;
 
-	RUN_KT(&r, "bench", QUICK, "--tokens", "1,2", "--iters", "2");
+	RUN_KT(&r, "bench", QUICK, "--tokens", "1,2", "--iters", "2",
+	       "--wait", "poll");
 	ASSERT_RAN(&r);
+	EXPECT_TRUE(strstr(r.out, "submit ring (poll)") != NULL);
 	EXPECT_TRUE(strstr(r.out, "limits: read ") != NULL);
 	EXPECT_TRUE(strstr(r.out, "custom (H 128, I 256, E 8, k 2), int8") !=
 		    NULL);
