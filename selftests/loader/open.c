@@ -5,6 +5,9 @@
  * variant must load the same bytes as the file holds.
  */
 #include <fcntl.h>
+#include <numa.h>
+#include <numaif.h>
+#include <sched.h>
 
 #include "kt_test.h"
 #include "ckpt.h"
@@ -134,6 +137,32 @@ TEST_F(op, all_experts_masked)
 	EXPECT_EQ(info.resident_bytes, 0u);
 	for (i = 0; i < m->n_layers * m->n_experts; i++)
 		EXPECT_FALSE(m->experts[i].present);
+	kt_model_destroy(m);
+}
+
+/* The pages of every expert are on the context's (only) node. */
+TEST_F(op, pages_on_the_node)
+{
+	struct kt_model *m = NULL;
+	uint32_t i;
+	int node, want = -1, cpu_node;
+
+	if (numa_available() < 0)
+		SKIP(return, "no NUMA support in this kernel");
+	ASSERT_EQ(kt_model_open(self->ctx, self->ktw, NULL, &m), 0);
+	/* a one-node machine: the node of this CPU is the context's node */
+	cpu_node = numa_node_of_cpu(sched_getcpu());
+	for (i = 0; i < m->n_layers * m->n_experts; i++) {
+		const void *p = m->experts[i].down.tiles;
+
+		ASSERT_EQ(get_mempolicy(&node, NULL, 0, (void *)p,
+					MPOL_F_NODE | MPOL_F_ADDR), 0);
+		if (want < 0)
+			want = node;
+		EXPECT_EQ(node, want);
+	}
+	if (numa_num_configured_nodes() == 1)
+		EXPECT_EQ(want, cpu_node);
 	kt_model_destroy(m);
 }
 
