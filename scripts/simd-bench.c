@@ -27,7 +27,6 @@ struct bench {
 	uint32_t *rows;
 	float *w, *y, *out;	/* out: [nw][T][I / nw] */
 	void **scratch;
-	unsigned int e;		/* expert of the current step */
 	double t_ns;
 };
 
@@ -36,11 +35,11 @@ static unsigned int part(unsigned int n, unsigned int i, unsigned int k)
 	return (unsigned int)((uint64_t)n / 16 * i / k) * 16;
 }
 
-static void job_gate_up(void *arg, const struct core_worker_info *wi)
+static void gate_up_one(struct bench *b, const struct core_worker_info *wi,
+			unsigned int e)
 {
-	struct bench *b = arg;
 	unsigned int I = b->l.inter, i0, mm;
-	struct core_mat *m = b->mats + b->e * 3;
+	struct core_mat *m = b->mats + e * 3;
 	float *out = b->out + (size_t)wi->global * b->T * I;
 
 	for (i0 = 0; i0 < b->T; i0 += mm) {
@@ -65,12 +64,12 @@ static void job_gate_up(void *arg, const struct core_worker_info *wi)
 	}
 }
 
-static void job_down(void *arg, const struct core_worker_info *wi)
+static void down_one(struct bench *b, const struct core_worker_info *wi,
+		     unsigned int e)
 {
-	struct bench *b = arg;
 	unsigned int H = b->l.hidden, I = b->l.inter, i0, mm;
 	size_t stride = (size_t)(I / b->l.kc) * b->crow;
-	struct core_mat *m = b->mats + b->e * 3;
+	struct core_mat *m = b->mats + e * 3;
 
 	for (i0 = 0; i0 < b->T; i0 += mm) {
 		struct kern_down_args a = {
@@ -95,18 +94,36 @@ static void job_down(void *arg, const struct core_worker_info *wi)
 	}
 }
 
-/* reps rounds over all experts, both halves of each expert in turn. */
+/* Like the executor: one fork-join for every expert's gate+up, one for
+ * every expert's down; each worker owns a slice of rows / columns. */
+static void job_gate_up(void *arg, const struct core_worker_info *wi)
+{
+	struct bench *b = arg;
+	unsigned int e;
+
+	for (e = 0; e < b->n_exp; e++)
+		gate_up_one(b, wi, e);
+}
+
+static void job_down(void *arg, const struct core_worker_info *wi)
+{
+	struct bench *b = arg;
+	unsigned int e;
+
+	for (e = 0; e < b->n_exp; e++)
+		down_one(b, wi, e);
+}
+
 static int run_exec(struct kt_ctx *ctx, void *arg)
 {
 	struct bench *b = arg;
 	uint64_t t0 = core_now_ns();
 	unsigned int r;
 
-	for (r = 0; r < b->reps; r++)
-		for (b->e = 0; b->e < b->n_exp; b->e++) {
-			core_ctx_run(ctx, job_gate_up, b);
-			core_ctx_run(ctx, job_down, b);
-		}
+	for (r = 0; r < b->reps; r++) {
+		core_ctx_run(ctx, job_gate_up, b);
+		core_ctx_run(ctx, job_down, b);
+	}
 	b->t_ns = (double)(core_now_ns() - t0);
 	return 0;
 }
