@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "kernels/kern.h"
 #include "kernels/pack.h"
@@ -144,7 +145,7 @@ static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
 {
 	struct kern_geom g;
 	unsigned int e, i, k, G;
-	size_t nsc, chunks;
+	size_t nsc, chunks, sz;
 	float *x;
 
 	if (kern_pack_layout(q, H, I, 128, &b->l))
@@ -156,9 +157,12 @@ static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
 	b->blob = calloc(b->n_exp, sizeof(*b->blob));
 	b->mats = calloc(b->n_exp * 3, sizeof(*b->mats));
 	for (e = 0; e < b->n_exp; e++) {
-		b->blob[e] = aligned_alloc(4096, (b->l.total + 4095) & ~4095ul);
+		/* 2 MiB pages, as the loader gives models */
+		sz = (b->l.total + (2ul << 20) - 1) & ~((2ul << 20) - 1);
+		b->blob[e] = aligned_alloc(2ul << 20, sz);
 		if (!b->blob[e])
 			return -ENOMEM;
+		madvise(b->blob[e], sz, MADV_HUGEPAGE);
 		fill(b->blob[e], b->l.total, e + 1);
 		/* finite small scales; tiles are random bytes */
 		for (k = 0; k < 3; k++) {
