@@ -24,6 +24,9 @@
 /* Tasks per worker a phase aims for, so that the last ones balance. */
 #define MOE_TASKS_PER_WORKER	4u
 
+/* Up to this many x elements (over nodes) the leader prepares alone. */
+#define MOE_INLINE_PREPARE	32768u
+
 #define CACHELINE 64
 
 /* One expert's slots in a token chunk, cut at KERN_MAX_M. */
@@ -298,7 +301,7 @@ int kern_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 	return core_ctx_exec(ctx, reserve_fn, &ra);
 }
 
-/* ---- phase 1: prepare activations, route ---------------------------------- */
+/* ---- phase 1: prepare activations, route --------------------------------- */
 
 static int64_t load_id(const struct kt_moe_args *a, size_t i)
 {
@@ -398,25 +401,49 @@ static void plan(const struct moe_job *j, struct moe_node *n,
 	__atomic_store_n(&n->next_down, 0, __ATOMIC_RELAXED);
 }
 
-static void phase_prepare(void *arg, const struct core_worker_info *w)
+/* Quantize the chunk's x rows [t0, t1) into node @n's buffer. */
+static void prepare_rows(const struct moe_job *j, struct moe_node *n,
+			 unsigned int t0, unsigned int t1)
 {
-	const struct moe_job *j = arg;
 	const struct kt_moe_args *a = j->args;
-	struct moe_node *n = j->priv->nodes[w->node_idx];
 	size_t esz = a->x_dtype == KT_DTYPE_BF16 ? 2 : 4;
-	unsigned int t0 = j->tc * w->id / w->n_node;
-	unsigned int t1 = j->tc * (w->id + 1) / w->n_node;
 
-	if (w->id == 0) {
-		route(j, n);
-		plan(j, n, w->n_node);
-	}
 	if (t1 > t0)
 		j->qo->act_prepare((const uint8_t *)a->x +
 				   ((size_t)j->t0 + t0) * j->H * esz,
 				   (size_t)j->H * esz, a->x_dtype, t1 - t0,
 				   j->H, j->group, n->xact + t0 * j->xrb,
 				   j->xrb);
+}
+
+static void phase_prepare(void *arg, const struct core_worker_info *w)
+{
+	const struct moe_job *j = arg;
+	struct moe_node *n = j->priv->nodes[w->node_idx];
+
+	if (w->id == 0) {
+		route(j, n);
+		plan(j, n, w->n_node);
+	}
+	prepare_rows(j, n, j->tc * w->id / w->n_node,
+		     j->tc * (w->id + 1) / w->n_node);
+}
+
+/*
+ * Few tokens (decode): the leader prepares every node itself, which costs
+ * less than a fork-join; the result is the same.
+ */
+static void prepare_inline(const struct moe_job *j)
+{
+	unsigned int i;
+
+	for (i = 0; i < j->priv->n_nodes; i++) {
+		struct moe_node *n = j->priv->nodes[i];
+
+		route(j, n);
+		plan(j, n, core_ctx_node_threads(j->ctx, i));
+		prepare_rows(j, n, 0, j->tc);
+	}
 }
 
 /* ---- phase 2: gate + up, intermediate quantized per finished chunk ------- */
@@ -572,7 +599,7 @@ static void phase_reduce(void *arg, const struct core_worker_info *w)
 		store_rows(j, b0 * 16, b1 * 16, j->priv->n_nodes);
 }
 
-/* ---- the op ---------------------------------------------------------------- */
+/* ---- the op -------------------------------------------------------------- */
 
 static int validate(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 {
@@ -651,7 +678,10 @@ int kern_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	}
 	for (j.t0 = 0; j.t0 < a->tokens; j.t0 += j.tc) {
 		j.tc = a->tokens - j.t0 < chunk ? a->tokens - j.t0 : chunk;
-		core_ctx_run(ctx, phase_prepare, &j);
+		if ((size_t)j.tc * j.H * priv->n_nodes <= MOE_INLINE_PREPARE)
+			prepare_inline(&j);
+		else
+			core_ctx_run(ctx, phase_prepare, &j);
 		core_ctx_run(ctx, phase_gate_up, &j);
 		core_ctx_run(ctx, phase_down, &j);
 		if (priv->n_nodes > 1)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "kernels/pack.h"
@@ -58,6 +59,7 @@ struct conv {
 	bool anon_tmp;			/* O_TMPFILE: linked at the end */
 
 	pthread_mutex_t lock;
+	uint32_t n_threads;
 	uint64_t next;			/* next entry to convert */
 	uint64_t done;
 	int err;
@@ -242,8 +244,10 @@ static int out_commit(struct conv *c)
 	if (c->anon_tmp) {
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", c->fd);
 		unlink(c->tmp_path);	/* a stale one of a dead pid */
+		/* without /proc, AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH) */
 		if (linkat(AT_FDCWD, proc, AT_FDCWD, c->tmp_path,
-			   AT_SYMLINK_FOLLOW)) {
+			   AT_SYMLINK_FOLLOW) &&
+		    linkat(c->fd, "", AT_FDCWD, c->tmp_path, AT_EMPTY_PATH)) {
 			ret = -errno;
 			return ldr_err(ret, "%s: link: %s", c->tmp_path,
 				       strerror(errno));
@@ -311,11 +315,30 @@ static int pack_mat(struct conv *c, struct conv_scratch *s,
 	return kern_pack_matrix(&c->lay, id, t->data, dt, t->shape[1], s->blob);
 }
 
+/* Start reading an expert's tensors in the background (readahead). */
+static void prefetch(const struct conv *c, uint64_t i)
+{
+	const struct conv_mat *m = &c->mats[i * 3];
+	int id;
+
+	for (id = 0; id < 3; id++) {
+		uintptr_t a = (uintptr_t)m[id].w->data & ~(uintptr_t)4095;
+
+		madvise((void *)a, (uintptr_t)m[id].w->data + m[id].w->len - a,
+			MADV_WILLNEED);
+	}
+}
+
 static int conv_one(struct conv *c, struct conv_scratch *s, uint64_t i)
 {
 	const struct conv_mat *m = &c->mats[i * 3];
 	struct ktw_entry *ent = &c->table[i];
+	uint64_t ahead = i + c->n_threads;
 	int id, ret;
+
+	/* the disk fetches the next round while this one packs */
+	if (ahead < (uint64_t)c->n_layers * c->cfg.n_experts)
+		prefetch(c, ahead);
 
 	for (id = 0; id < 3; id++) {
 		ret = pack_mat(c, s, &m[id], (enum kern_mat_id)id);
@@ -396,6 +419,8 @@ static int run_threads(struct conv *c)
 	th = calloc(n, sizeof(*th));
 	if (!th)
 		return -ENOMEM;
+	c->n_threads = n;
+	prefetch(c, 0);
 	for (i = 1; i < n; i++) {
 		if (pthread_create(&th[i], NULL, conv_thread, c))
 			break;

@@ -32,7 +32,8 @@ static void *map_huge(size_t len, uint64_t page)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-int ldr_mem_alloc(size_t len, bool allow_huge, struct ldr_mem *m)
+int ldr_mem_alloc(size_t len, bool allow_huge, bool allow_1g,
+		  struct ldr_mem *m)
 {
 	size_t map_len;
 	uint8_t *p;
@@ -41,7 +42,7 @@ int ldr_mem_alloc(size_t len, bool allow_huge, struct ldr_mem *m)
 	m->len = len ? len : 1;
 	if (allow_huge) {
 		/* 1 GiB pages only when the rounding wastes little */
-		if (m->len >= 8 * SZ_1G) {
+		if (allow_1g && m->len >= 8 * SZ_1G) {
 			map_len = (m->len + SZ_1G - 1) & ~(SZ_1G - 1);
 			p = map_huge(map_len, SZ_1G);
 			if (p) {

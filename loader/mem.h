@@ -20,9 +20,11 @@ struct ldr_mem {
 	bool hugetlb;
 };
 
-/* Map @len bytes, untouched: 1 GiB or 2 MiB hugetlb pages, else THP, else
- * 4 KiB pages (@allow_huge false: 4 KiB only). One warning per fallback. */
-int ldr_mem_alloc(size_t len, bool allow_huge, struct ldr_mem *m);
+/* Map @len bytes, untouched: 1 GiB (when @allow_1g) or 2 MiB hugetlb
+ * pages, else THP, else 4 KiB pages (@allow_huge false: 4 KiB only). One
+ * warning per fallback. */
+int ldr_mem_alloc(size_t len, bool allow_huge, bool allow_1g,
+		  struct ldr_mem *m);
 void ldr_mem_free(struct ldr_mem *m);
 
 /* Bind [off, off + len) of @m to NUMA @node (MPOL_PREFERRED), whole pages. */

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,8 +169,10 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* a node's slice of an expert is megabytes: with several nodes,
+	 * 1 GiB pages could not keep the slices apart */
 	ret = ldr_mem_alloc(n * stride, !(flags & KT_MODEL_F_NO_HUGEPAGE),
-			    &p->mem);
+			    nodes == 1, &p->mem);
 	if (ret) {
 		ldr_err(ret, "%s: cannot map %llu bytes for the model", k->path,
 			(unsigned long long)(n * stride));
@@ -241,11 +244,11 @@ struct crc_job {
 	const struct ldr_ktw *k;
 	const uint8_t *base;
 	uint64_t next;
-	int bad;		/* first failing entry + 1 */
+	uint64_t bad;		/* first failing entry + 1 */
 	uint32_t bad_crc;
 };
 
-static void crc_worker(void *arg, const struct core_worker_info *w)
+static void *crc_thread(void *arg)
 {
 	struct crc_job *j = arg;
 	uint64_t i;
@@ -256,23 +259,38 @@ static void crc_worker(void *arg, const struct core_worker_info *w)
 					 j->k->hdr.expert_bytes);
 
 		if (crc != j->k->table[i].crc) {
-			int expect = 0;
+			uint64_t expect = 0;
 
-			__atomic_compare_exchange_n(&j->bad, &expect, (int)i + 1,
-						    false, __ATOMIC_RELAXED,
-						    __ATOMIC_RELAXED);
-			j->bad_crc = crc;
+			if (__atomic_compare_exchange_n(&j->bad, &expect, i + 1,
+							false, __ATOMIC_RELAXED,
+							__ATOMIC_RELAXED))
+				j->bad_crc = crc;
 		}
 	}
+	return NULL;
 }
 
-static int crc_exec(struct kt_ctx *ctx, void *arg)
+/*
+ * Check every blob of a mapped copy on all CPUs: own threads, not the
+ * context's workers, which may be busy serving another model's ops.
+ */
+static void crc_parallel(struct crc_job *j)
 {
-	core_ctx_run(ctx, crc_worker, arg);
-	return 0;
+	pthread_t th[16];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = ncpu > 16 ? 16 : ncpu > 0 ? (int)ncpu : 1, i, started = 0;
+
+	for (i = 1; i < n; i++) {
+		if (pthread_create(&th[started], NULL, crc_thread, j))
+			break;
+		started++;
+	}
+	crc_thread(j);
+	for (i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
 }
 
-/* A staged copy: map it read-only; checksums on the workers in parallel. */
+/* A staged copy: map it read-only; checksums on every CPU. */
 static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
 		    const struct kt_model_opts *o, struct ldr_model_priv *p,
 		    uint8_t **blob_of)
@@ -291,10 +309,7 @@ static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
 	}
 	if (!(flags & KT_MODEL_F_NO_VERIFY)) {
 		job.base = p->map;
-		if (ctx)
-			core_ctx_exec(ctx, crc_exec, &job);
-		else
-			crc_worker(&job, NULL);
+		crc_parallel(&job);
 		if (job.bad)
 			return blob_error(k, (uint64_t)job.bad - 1, job.bad_crc);
 	}

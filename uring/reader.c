@@ -345,7 +345,7 @@ static int read_uring(int fd, struct ur_state *s, uint32_t depth,
 {
 	struct ur_req *reqs;
 	struct io_uring ring;
-	unsigned int inflight = 0, i;
+	unsigned int inflight = 0, hard_fails = 0, i;
 	bool more = true;
 	int ret, err = 0;
 
@@ -402,8 +402,9 @@ static int read_uring(int fd, struct ur_state *s, uint32_t depth,
 		ret = io_uring_submit_and_wait(&ring, 1);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
 			err = err ? err : ret;
-			/* nothing can complete if nothing was submitted */
-			if (!io_uring_sq_ready(&ring) && !inflight)
+			/* the kernel keeps refusing: give up; pages under I/O
+			 * stay pinned by the kernel until the ring is torn down */
+			if (++hard_fails > 1000)
 				break;
 		}
 		while (!io_uring_peek_cqe(&ring, &cqe)) {

@@ -140,6 +140,20 @@ void kt_ring_exit(struct kt_ring *ring);
  */
 int kt_ring_register_eventfd(struct kt_ring *ring, int fd);
 
+/**
+ * kt_ring_set_spin() - how many times kt_wait_cqe() polls before it sleeps.
+ * @ring: ring.
+ * @spin: polls; 0 sleeps at once. The default suits a submitter with a
+ *	  CPU of its own; when every CPU runs a worker, polling takes time
+ *	  from the workers and 0 is faster.
+ *
+ * Context: the owning thread.
+ */
+static inline void kt_ring_set_spin(struct kt_ring *ring, uint32_t spin)
+{
+	ring->spin = spin;
+}
+
 /* Out-of-line halves of the helpers below: the syscalls. */
 void kt_ring_wake_workers(struct kt_ring *ring);
 int kt_ring_wait_cq(struct kt_ring *ring, uint32_t seen_tail);

@@ -207,6 +207,40 @@ TEST(round_trip_bf16)
 	round_trip(_metadata, KT_QUANT_BF16, 128, 256, 0, KT_DTYPE_F16);
 }
 
+/* Halves round away from zero; NaN does not poison a row's scale. */
+TEST(quantize_ties)
+{
+	struct kern_pack_layout l;
+	float *w = calloc(128 * 128, 4);
+	uint8_t *blob;
+	unsigned int k;
+
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT8, 128, 128, 0, &l), 0);
+	blob = malloc(l.total);
+	/* row 0: amax 127, so scale 1 and every value is exact or a tie */
+	w[0] = 127.0f;
+	w[1] = 2.5f;
+	w[2] = -2.5f;
+	w[3] = 0.5f;
+	w[4] = -0.5f;
+	w[5] = 126.5f;
+	w[6] = -126.5f;
+	w[7] = 3.4999998f;
+	/* row 1: a NaN among finite values */
+	w[128] = NAN;
+	w[129] = -63.5f;
+	w[130] = 127.0f;
+	ASSERT_EQ(kern_pack_matrix(&l, KERN_MAT_GATE, w, KT_DTYPE_F32, 128,
+				   blob), 0);
+	static const float want[] = { 127, 3, -3, 1, -1, 127, -127, 3 };
+	for (k = 0; k < 8; k++)
+		ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 0, k), want[k]);
+	ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 1, 1), -64.0f);
+	ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 1, 2), 127.0f);
+	free(w);
+	free(blob);
+}
+
 TEST(bad_dtype)
 {
 	struct kern_pack_layout l;

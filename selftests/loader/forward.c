@@ -284,4 +284,89 @@ TEST(api_expert_mask)
 	tck_rmdir(d);
 }
 
+/* Raw .npy with a given version and header text, for the format cases. */
+static void npy_raw(const char *path, int version, const char *dict,
+		    const void *data, size_t bytes)
+{
+	char h[256];
+	int n = snprintf(h, sizeof(h), "%s", dict), pre = version == 1 ? 10 : 12;
+	FILE *f = fopen(path, "wb");
+	uint32_t hl;
+
+	while ((pre + n + 1) % 64)
+		h[n++] = ' ';
+	h[n++] = '\n';
+	hl = (uint32_t)n;
+	fwrite("\x93NUMPY", 1, 6, f);
+	fputc(version, f);
+	fputc(0, f);
+	fwrite(&hl, version == 1 ? 2 : 4, 1, f);
+	fwrite(h, 1, (size_t)n, f);
+	fwrite(data, 1, bytes, f);
+	fclose(f);
+}
+
+TEST(npy_formats)
+{
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 2, 1, 1, 1, 25);
+	char d[256], ktw[300], xp[300], ip[300], wp[300], yp[300], bin[PATH_MAX];
+	char *argv[] = { bin, "forward", "--model", ktw, "--layer", "0",
+			 "--input", xp, "--ids", ip, "--weights", wp,
+			 "--output", yp, NULL };
+	float x[2 * 128] = { 0.5f }, w[2] = { 1, 1 };
+	int32_t ids[2] = { 0, 1 };
+	uint64_t r, cc;
+	float *y;
+
+	snprintf(d, sizeof(d), "/tmp/kt-fwd-npy-%d", (int)getpid());
+	tck_rmdir(d);
+	ASSERT_EQ(tck_write(&c, d), 0);
+	snprintf(ktw, sizeof(ktw), "%s/m.ktw", d);
+	snprintf(xp, sizeof(xp), "%s/x.npy", d);
+	snprintf(ip, sizeof(ip), "%s/ids.npy", d);
+	snprintf(wp, sizeof(wp), "%s/w.npy", d);
+	snprintf(yp, sizeof(yp), "%s/y.npy", d);
+	kt_bin(bin, sizeof(bin));
+	{
+		char *cv[] = { bin, "convert", "--input", d, "--output", ktw,
+			       "--method", "bf16", NULL };
+
+		ASSERT_EQ(run(cv), 0);
+	}
+	/* version 2.0 headers, shapes with a trailing comma */
+	npy_raw(xp, 2, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 128,), }",
+		x, sizeof(x));
+	npy_raw(ip, 2, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 1), }",
+		ids, sizeof(ids));
+	npy_raw(wp, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1), }",
+		w, sizeof(w));
+	ASSERT_EQ(run(argv), 0);
+	y = npy_read_f32(yp, &r, &cc);
+	ASSERT_TRUE(y != NULL);
+	EXPECT_EQ(r, 2u);
+	EXPECT_EQ(cc, 128u);
+	free(y);
+	/* Fortran order, wrong dtype, short data, garbage: refused */
+	npy_raw(xp, 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 128), }",
+		x, sizeof(x));
+	EXPECT_NE(run(argv), 0);
+	npy_raw(xp, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 128), }",
+		x, sizeof(x));
+	EXPECT_NE(run(argv), 0);
+	npy_raw(xp, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 128), }",
+		x, sizeof(x) / 2);
+	EXPECT_NE(run(argv), 0);
+	npy_raw(xp, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 99999999999999999999), }",
+		x, sizeof(x));
+	EXPECT_NE(run(argv), 0);
+	npy_raw(xp, 3, "garbage", x, 8);
+	EXPECT_NE(run(argv), 0);
+	/* ids rows must match x rows */
+	npy_raw(xp, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 128), }",
+		x, sizeof(x) / 2);
+	EXPECT_NE(run(argv), 0);
+	tck_free(&c);
+	tck_rmdir(d);
+}
+
 TEST_HARNESS_MAIN

@@ -414,17 +414,20 @@ TEST(deterministic_threads)
 {
 	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
 					    KT_QUANT_BF16 };
-	unsigned int qi;
+	/* 7 tokens: the leader prepares alone; 150: all workers do */
+	static const unsigned int Ts[] = { 7, 150 };
+	unsigned int qi, ti;
 
-	for (qi = 0; qi < 3; qi++) {
-		double e1, e2;
-		void *y1 = run_det(_metadata, 1, qs[qi], 70, &e1);
-		void *y2 = run_det(_metadata, 2, qs[qi], 70, &e2);
+	for (qi = 0; qi < 3; qi++)
+		for (ti = 0; ti < 2; ti++) {
+			double e1, e2;
+			void *y1 = run_det(_metadata, 1, qs[qi], Ts[ti], &e1);
+			void *y2 = run_det(_metadata, 2, qs[qi], Ts[ti], &e2);
 
-		ASSERT_EQ(memcmp(y1, y2, (size_t)70 * 256 * 4), 0);
-		free(y1);
-		free(y2);
-	}
+			ASSERT_EQ(memcmp(y1, y2, (size_t)Ts[ti] * 256 * 4), 0);
+			free(y1);
+			free(y2);
+		}
 }
 
 /* Two (fake) NUMA nodes each computing a slice of I; the sum is right. */
@@ -512,6 +515,60 @@ TEST(random_shapes)
 		       tc_check(_metadata, &c, &v.t, tol_of(q)));
 		tc_free(&c);
 		env_free(&v);
+	}
+}
+
+/* The whole op on the context's variant against the same op on scalar. */
+TEST(variant_vs_scalar_op)
+{
+	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
+					    KT_QUANT_BF16 };
+	unsigned int qi;
+
+	for (qi = 0; qi < 3; qi++) {
+		float *y[2];
+		enum kt_isa isa = KT_ISA_AUTO;
+
+		for (int v = 0; v < 2; v++) {
+			struct tcase c = {
+				.T = 45, .k = 5, .x_dt = KT_DTYPE_F32,
+				.ids_dt = KT_DTYPE_I32, .y_dt = KT_DTYPE_F32,
+				.seed = 8080, .route = ROUTE_MESSY,
+			};
+			struct kt_moe_args a;
+			struct env e;
+
+			if (v == 1)
+				setenv("KT_ISA", "scalar", 1);
+			ASSERT_EQ(env_init(&e, 0, qs[qi], 0, 256, 512, 9, 1,
+					   KT_DTYPE_BF16), 0);
+			if (v == 0)
+				isa = kt_ctx_isa(e.ctx);
+			if (isa == KT_ISA_SCALAR) {
+				env_free(&e);
+				SKIP(return, "no SIMD variant runs here");
+			}
+			ASSERT_EQ(tm_create(&e.t, e.ctx, qs[qi], 0, &e.m), 0);
+			tc_setup(&c, &e.t);
+			tc_args(&c, &a);
+			ASSERT_EQ(kt_moe_forward(e.ctx, e.m, &a), 0);
+			y[v] = malloc((size_t)c.T * 256 * 4);
+			memcpy(y[v], c.y_op, (size_t)c.T * 256 * 4);
+			tc_free(&c);
+			env_free(&e);
+		}
+		unsetenv("KT_ISA");
+		double num = 0, den = 0;
+
+		for (size_t i = 0; i < (size_t)45 * 256; i++) {
+			num += fabs((double)y[0][i] - y[1][i]);
+			den += fabs((double)y[1][i]);
+		}
+		TH_LOG("%s %s vs scalar, whole op: rel MAE %.2e",
+		       kt_isa_name(isa), kt_quant_name(qs[qi]), num / den);
+		EXPECT_LE(num / den, 2e-5);
+		free(y[0]);
+		free(y[1]);
 	}
 }
 

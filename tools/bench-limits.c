@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench-limits.c - the machine limits every bench case is compared with:
+ * read bandwidth and compute peaks of the context in use, measured in the
+ * same run; and the packed size of an expert, for the bytes touched.
+ */
+#include <errno.h>
+
+#include "tools/bench.h"
+#include "tools/sys.h"
+
+/* Large enough to defeat the last-level cache many times over. */
+static uint64_t bw_buffer_bytes(const struct bench_cfg *cfg)
+{
+	uint64_t want = 8 * sys_l3_bytes(), avail = sys_mem_available();
+
+	if (cfg->bw_bytes)
+		return cfg->bw_bytes;
+	if (want < (512ull << 20))
+		want = 512ull << 20;
+	if (avail && want > avail / 4)
+		want = avail / 4;
+	return want;
+}
+
+/*
+ * Each limit is the best of a few runs, as STREAM reports its best time:
+ * a limit is an upper bound, and a run that shared the machine with
+ * something else only understates it.
+ */
+#define LIMIT_REPS	3
+/* Per run when --limit-ms is not given: three short runs beat one long. */
+#define LIMIT_BW_MS	300
+#define LIMIT_PEAK_MS	150
+
+static int best_bw(struct kt_ctx *ctx, uint64_t bytes, uint32_t ms,
+		   double *best)
+{
+	double v;
+	int i, ret;
+
+	*best = 0;
+	for (i = 0; i < LIMIT_REPS; i++) {
+		ret = kt_ctx_measure_read_bw(ctx, bytes, ms, &v);
+		if (ret)
+			return ret;
+		if (v > *best)
+			*best = v;
+	}
+	return 0;
+}
+
+static int best_peak(struct kt_ctx *ctx, enum kt_quant q, uint32_t ms,
+		     double *best)
+{
+	double v;
+	int i, ret;
+
+	*best = 0;
+	for (i = 0; i < LIMIT_REPS; i++) {
+		ret = kt_ctx_measure_peak(ctx, q, ms, &v);
+		if (ret)
+			return ret;
+		if (v > *best)
+			*best = v;
+	}
+	return 0;
+}
+
+/**
+ * bench_limits_measure() - read bandwidth and int8 / bf16 peaks of @ctx,
+ *	each the best of LIMIT_REPS runs.
+ * @ctx: the context the cases run on (same workers, same ISA).
+ * @cfg: --bw-size and --limit-ms.
+ * @l: filled.
+ * Return: 0, or the -errno of the first measurement that failed.
+ */
+int bench_limits_measure(struct kt_ctx *ctx, const struct bench_cfg *cfg,
+			 struct bench_limits *l)
+{
+	uint32_t bw_ms = cfg->limit_ms ? cfg->limit_ms : LIMIT_BW_MS;
+	uint32_t peak_ms = cfg->limit_ms ? cfg->limit_ms : LIMIT_PEAK_MS;
+	int ret;
+
+	l->isa = kt_ctx_isa(ctx);
+	l->threads = kt_ctx_threads(ctx);
+	l->bw_bytes = bw_buffer_bytes(cfg);
+	ret = best_bw(ctx, l->bw_bytes, bw_ms, &l->read_gbps);
+	if (ret)
+		return ret;
+	ret = best_peak(ctx, KT_QUANT_INT8, peak_ms, &l->peak_int8_tops);
+	if (ret)
+		return ret;
+	return best_peak(ctx, KT_QUANT_BF16, peak_ms, &l->peak_bf16_tops);
+}
+
+/**
+ * bench_limits_peak() - the peak that bounds a method: INT4 runs on the
+ *	int8 units after unpacking.
+ * @l: limits.
+ * @q: quantization.
+ * Return: tera-ops per second.
+ */
+double bench_limits_peak(const struct bench_limits *l, enum kt_quant q)
+{
+	return q == KT_QUANT_BF16 ? l->peak_bf16_tops : l->peak_int8_tops;
+}
