@@ -16,7 +16,9 @@
 /* Tokens held in registers at once: 8 (INT8: 2 x 8 accumulators). */
 #define MR		8
 /* Prefetch distance along a stream of tiles, in bytes. */
+#ifndef PF_DIST
 #define PF_DIST		(4 * 1024)
+#endif
 /* Output rows whose partial sums one down pass keeps in scratch. */
 #define DOWN_NSUB	1024
 
