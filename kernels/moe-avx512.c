@@ -16,7 +16,9 @@
 /* Tokens held in registers at once: 8 (INT8: 2 x 8 accumulators). */
 #define MR		8
 /* Prefetch distance along a stream of tiles, in bytes. */
+#ifndef PF_DIST
 #define PF_DIST		(4 * 1024)
+#endif
 /* Output rows whose partial sums one down pass keeps in scratch. */
 #define DOWN_NSUB	1024
 
@@ -354,6 +356,8 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 		unsigned int nt, const uint8_t *const *x, const int M,
 		__m512 *og, __m512 *ou)
 {
+	/* two chains only while they fit: 2 x 2 x M accumulators */
+	const int CH = M <= 3 ? 2 : 1;
 	__m512 ag[2][MR], au[2][MR];
 	unsigned int t;
 	int m, j;
@@ -373,7 +377,7 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 
 #pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
-			const int s = j & 1;
+			const int s = CH == 2 ? (j & 1) : 0;
 			__m512bh wg = (__m512bh)_mm512_loadu_si512(tg + j * 64);
 			__m512bh wu;
 
@@ -398,9 +402,10 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 	}
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
-		og[m] = _mm512_add_ps(ag[0][m], ag[1][m]);
+		og[m] = CH == 2 ? _mm512_add_ps(ag[0][m], ag[1][m]) : ag[0][m];
 		if (two)
-			ou[m] = _mm512_add_ps(au[0][m], au[1][m]);
+			ou[m] = CH == 2 ? _mm512_add_ps(au[0][m], au[1][m]) :
+				au[0][m];
 	}
 }
 
@@ -425,12 +430,12 @@ void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
 /* ---- gate + up ------------------------------------------------------------ */
 
 AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
-		 unsigned int i0, const int M)
+		 unsigned int nb, unsigned int i0, const int M)
 {
 	const uint8_t *x[MR];
 	const int32_t *gs[MR];
 	float xs[MR];
-	unsigned int nb, K = a->K;
+	unsigned int K = a->K;
 	int m;
 
 #pragma GCC unroll 16
@@ -439,7 +444,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 		xs[m] = act_scale(x[m], K);
 		gs[m] = (const int32_t *)(x[m] + K + 4);
 	}
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
+	{
 		__m512 g[MR], u[MR];
 
 		if (q == KT_QUANT_INT8) {
@@ -505,14 +510,19 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 		}							\
 	} while (0)
 
+/*
+ * Row blocks outer, token blocks inner: a block's gate and up tiles
+ * (2 x 16 x K bytes) stay in L2 while every token block passes over them.
+ */
 static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 {
-	unsigned int i0, mr;
+	unsigned int nb, i0, mr;
 
-	for (i0 = 0; i0 < a->m; i0 += mr) {
-		mr = a->m - i0 < MR ? a->m - i0 : MR;
-		DISPATCH_M(gu_block, mr, a, q, i0);
-	}
+	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++)
+		for (i0 = 0; i0 < a->m; i0 += mr) {
+			mr = a->m - i0 < MR ? a->m - i0 : MR;
+			DISPATCH_M(gu_block, mr, a, q, nb, i0);
+		}
 }
 
 void kern_gate_up_int8_avx512(const struct kern_gate_up_args *a)

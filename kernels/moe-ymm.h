@@ -585,12 +585,12 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 /* ---- gate + up ------------------------------------------------------------ */
 
 AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
-		 unsigned int i0, const int M)
+		 unsigned int nb, unsigned int i0, const int M)
 {
 	const uint8_t *x[MR];
 	const int32_t *gs[MR];
 	float xs[MR];
-	unsigned int nb, h, K = a->K;
+	unsigned int h, K = a->K;
 	int m;
 
 #pragma GCC unroll 16
@@ -599,61 +599,60 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 		xs[m] = act_scale(x[m], K);
 		gs[m] = (const int32_t *)(x[m] + K + 4);
 	}
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++)
-		for (h = 0; h < 2; h++) {
-			unsigned int n = nb * 16 + h * 8;
-			__m256 g[MR], u[MR];
+	for (h = 0; h < 2; h++) {
+		unsigned int n = nb * 16 + h * 8;
+		__m256 g[MR], u[MR];
 
-			if (q == KT_QUANT_INT8) {
-				size_t off = (size_t)nb * (K / 64) * 1024;
-				__m256 wsg = _mm256_loadu_ps(a->gate->scales + n);
-				__m256 wsu = _mm256_loadu_ps(a->up->scales + n);
-				__m256i ig[MR], iu[MR];
+		if (q == KT_QUANT_INT8) {
+			size_t off = (size_t)nb * (K / 64) * 1024;
+			__m256 wsg = _mm256_loadu_ps(a->gate->scales + n);
+			__m256 wsu = _mm256_loadu_ps(a->up->scales + n);
+			__m256i ig[MR], iu[MR];
 
-				mk_i8(a->gate->tiles + off, a->up->tiles + off,
-				      1, h, K / 64, x, M, ig, iu);
+			mk_i8(a->gate->tiles + off, a->up->tiles + off,
+			      1, h, K / 64, x, M, ig, iu);
 #pragma GCC unroll 16
-				for (m = 0; m < M; m++) {
-					__m256 s = _mm256_set1_ps(xs[m]);
+			for (m = 0; m < M; m++) {
+				__m256 s = _mm256_set1_ps(xs[m]);
 
-					g[m] = _mm256_mul_ps(
-						_mm256_cvtepi32_ps(ig[m]),
-						_mm256_mul_ps(s, wsg));
-					u[m] = _mm256_mul_ps(
-						_mm256_cvtepi32_ps(iu[m]),
-						_mm256_mul_ps(s, wsu));
-				}
-			} else if (q == KT_QUANT_INT4) {
-				size_t off = (size_t)nb * (K / 128) * 1024;
-
-				mk_i4(a->gate->tiles + off, h, K / 128, x, gs,
-				      a->gate->scales + n, a->N, a->group, M,
-				      g);
-				mk_i4(a->up->tiles + off, h, K / 128, x, gs,
-				      a->up->scales + n, a->N, a->group, M, u);
-#pragma GCC unroll 16
-				for (m = 0; m < M; m++) {
-					__m256 s = _mm256_set1_ps(xs[m]);
-
-					g[m] = _mm256_mul_ps(g[m], s);
-					u[m] = _mm256_mul_ps(u[m], s);
-				}
-			} else {
-				size_t off = (size_t)nb * (K / 32) * 1024;
-
-#pragma GCC unroll 16
-				for (m = 0; m < M; m++)
-					g[m] = u[m] = _mm256_setzero_ps();
-				mk_bf16(a->gate->tiles + off,
-					a->up->tiles + off, 1, h, K / 32, x, M,
-					g, u);
+				g[m] = _mm256_mul_ps(
+					_mm256_cvtepi32_ps(ig[m]),
+					_mm256_mul_ps(s, wsg));
+				u[m] = _mm256_mul_ps(
+					_mm256_cvtepi32_ps(iu[m]),
+					_mm256_mul_ps(s, wsu));
 			}
+		} else if (q == KT_QUANT_INT4) {
+			size_t off = (size_t)nb * (K / 128) * 1024;
+
+			mk_i4(a->gate->tiles + off, h, K / 128, x, gs,
+			      a->gate->scales + n, a->N, a->group, M,
+			      g);
+			mk_i4(a->up->tiles + off, h, K / 128, x, gs,
+			      a->up->scales + n, a->N, a->group, M, u);
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++) {
+				__m256 s = _mm256_set1_ps(xs[m]);
+
+				g[m] = _mm256_mul_ps(g[m], s);
+				u[m] = _mm256_mul_ps(u[m], s);
+			}
+		} else {
+			size_t off = (size_t)nb * (K / 32) * 1024;
+
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++)
-				_mm256_storeu_ps(a->out + (i0 + m) *
-						 a->out_stride + n - a->n0,
-						 silu_mul8(g[m], u[m]));
+				g[m] = u[m] = _mm256_setzero_ps();
+			mk_bf16(a->gate->tiles + off,
+				a->up->tiles + off, 1, h, K / 32, x, M,
+				g, u);
 		}
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			_mm256_storeu_ps(a->out + (i0 + m) *
+					 a->out_stride + n - a->n0,
+					 silu_mul8(g[m], u[m]));
+	}
 }
 
 #define DISPATCH_M(fn, mr, ...)						\
@@ -673,14 +672,16 @@ static unsigned int mr_of(enum kt_quant q)
 	       MR;
 }
 
+/* Row blocks outer, token blocks inner, as in moe-avx512.c. */
 static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 {
-	unsigned int i0, mr, lim = mr_of(q);
+	unsigned int nb, i0, mr, lim = mr_of(q);
 
-	for (i0 = 0; i0 < a->m; i0 += mr) {
-		mr = a->m - i0 < lim ? a->m - i0 : lim;
-		DISPATCH_M(gu_block, mr, a, q, i0);
-	}
+	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++)
+		for (i0 = 0; i0 < a->m; i0 += mr) {
+			mr = a->m - i0 < lim ? a->m - i0 : lim;
+			DISPATCH_M(gu_block, mr, a, q, nb, i0);
+		}
 }
 
 void YNAME(kern_gate_up_int8)(const struct kern_gate_up_args *a)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "kernels/kern.h"
 #include "kernels/pack.h"
@@ -27,7 +28,6 @@ struct bench {
 	uint32_t *rows;
 	float *w, *y, *out;	/* out: [nw][T][I / nw] */
 	void **scratch;
-	unsigned int e;		/* expert of the current step */
 	double t_ns;
 };
 
@@ -36,11 +36,11 @@ static unsigned int part(unsigned int n, unsigned int i, unsigned int k)
 	return (unsigned int)((uint64_t)n / 16 * i / k) * 16;
 }
 
-static void job_gate_up(void *arg, const struct core_worker_info *wi)
+static void gate_up_one(struct bench *b, const struct core_worker_info *wi,
+			unsigned int e)
 {
-	struct bench *b = arg;
 	unsigned int I = b->l.inter, i0, mm;
-	struct core_mat *m = b->mats + b->e * 3;
+	struct core_mat *m = b->mats + e * 3;
 	float *out = b->out + (size_t)wi->global * b->T * I;
 
 	for (i0 = 0; i0 < b->T; i0 += mm) {
@@ -65,12 +65,12 @@ static void job_gate_up(void *arg, const struct core_worker_info *wi)
 	}
 }
 
-static void job_down(void *arg, const struct core_worker_info *wi)
+static void down_one(struct bench *b, const struct core_worker_info *wi,
+		     unsigned int e)
 {
-	struct bench *b = arg;
 	unsigned int H = b->l.hidden, I = b->l.inter, i0, mm;
 	size_t stride = (size_t)(I / b->l.kc) * b->crow;
-	struct core_mat *m = b->mats + b->e * 3;
+	struct core_mat *m = b->mats + e * 3;
 
 	for (i0 = 0; i0 < b->T; i0 += mm) {
 		struct kern_down_args a = {
@@ -95,18 +95,36 @@ static void job_down(void *arg, const struct core_worker_info *wi)
 	}
 }
 
-/* reps rounds over all experts, both halves of each expert in turn. */
+/* Like the executor: one fork-join for every expert's gate+up, one for
+ * every expert's down; each worker owns a slice of rows / columns. */
+static void job_gate_up(void *arg, const struct core_worker_info *wi)
+{
+	struct bench *b = arg;
+	unsigned int e;
+
+	for (e = 0; e < b->n_exp; e++)
+		gate_up_one(b, wi, e);
+}
+
+static void job_down(void *arg, const struct core_worker_info *wi)
+{
+	struct bench *b = arg;
+	unsigned int e;
+
+	for (e = 0; e < b->n_exp; e++)
+		down_one(b, wi, e);
+}
+
 static int run_exec(struct kt_ctx *ctx, void *arg)
 {
 	struct bench *b = arg;
 	uint64_t t0 = core_now_ns();
 	unsigned int r;
 
-	for (r = 0; r < b->reps; r++)
-		for (b->e = 0; b->e < b->n_exp; b->e++) {
-			core_ctx_run(ctx, job_gate_up, b);
-			core_ctx_run(ctx, job_down, b);
-		}
+	for (r = 0; r < b->reps; r++) {
+		core_ctx_run(ctx, job_gate_up, b);
+		core_ctx_run(ctx, job_down, b);
+	}
 	b->t_ns = (double)(core_now_ns() - t0);
 	return 0;
 }
@@ -127,7 +145,7 @@ static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
 {
 	struct kern_geom g;
 	unsigned int e, i, k, G;
-	size_t nsc, chunks;
+	size_t nsc, chunks, sz;
 	float *x;
 
 	if (kern_pack_layout(q, H, I, 128, &b->l))
@@ -139,9 +157,12 @@ static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
 	b->blob = calloc(b->n_exp, sizeof(*b->blob));
 	b->mats = calloc(b->n_exp * 3, sizeof(*b->mats));
 	for (e = 0; e < b->n_exp; e++) {
-		b->blob[e] = aligned_alloc(4096, (b->l.total + 4095) & ~4095ul);
+		/* 2 MiB pages, as the loader gives models */
+		sz = (b->l.total + (2ul << 20) - 1) & ~((2ul << 20) - 1);
+		b->blob[e] = aligned_alloc(2ul << 20, sz);
 		if (!b->blob[e])
 			return -ENOMEM;
+		madvise(b->blob[e], sz, MADV_HUGEPAGE);
 		fill(b->blob[e], b->l.total, e + 1);
 		/* finite small scales; tiles are random bytes */
 		for (k = 0; k < 3; k++) {

@@ -43,12 +43,10 @@ uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
  * bench_plan_layers() - how many layers to rotate.
  *
  * Enough distinct weights (BENCH_ROTATE_L3 x L3) that a layer's experts
- * have left the cache when it comes round again; capped by memory. One
- * layer is enough when it alone is that large: an expert that two
- * consecutive routings share has then been pushed out by the rest of the
- * call in between (a qwen3-30b-a3b int8 call reads 38 MB at one token).
- * Halving the weights to generate halves the wait for the default run.
- * Messages go to stderr.
+ * have left the cache when it comes round again, and at least two layers
+ * so that consecutive calls never run the same layer (two routings of one
+ * layer share experts: a fifth of them at 4 tokens of qwen3-30b-a3b);
+ * capped by memory. Messages go to stderr.
  * @c: configuration (--layers, --mem-limit, dimensions).
  * @q: the method, for messages.
  * @expert_bytes: packed bytes of one expert.

@@ -100,7 +100,7 @@ void synth_fill_f32(float *dst, size_t n, uint64_t seed, float sigma);
 
 /* Distinct weights rotated through, in multiples of the L3. */
 #define BENCH_ROTATE_L3		4
-#define BENCH_MIN_LAYERS	1
+#define BENCH_MIN_LAYERS	2
 #define BENCH_MAX_LAYERS	4096
 /* Left free for the kernel, kt's scratch and the bench's own buffers. */
 #define BENCH_MEM_RESERVE	(512ull << 20)

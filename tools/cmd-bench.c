@@ -51,7 +51,7 @@ static void usage(FILE *f)
 "      --isa LIST        kernel variants, KT_ISA spellings (default auto)\n"
 "  -t, --threads N       workers (default: one per physical core)\n"
 "  -T, --tokens LIST     tokens per call (default 1,4,32,512)\n"
-"      --layers N        layers rotated (default: >= %dx L3 of weights)\n"
+"      --layers N        layers rotated (default: >= %dx L3, >= %d)\n"
 "      --iters N         timed calls per case (default: >= 20 and >= 1 s)\n"
 "      --warmup N        untimed calls first (default 2)\n"
 "      --min-time MS     least time per case (default 1000)\n"
@@ -70,7 +70,7 @@ static void usage(FILE *f)
 "      --op moe|nop      nop: submit -> completion round trip\n"
 "      --json            one JSON object per line\n"
 "  -h, --help\n"
-"\npresets:\n", BENCH_ROTATE_L3);
+"\npresets:\n", BENCH_ROTATE_L3, BENCH_MIN_LAYERS);
 	for (i = 0; i < bench_n_presets; i++)
 		fprintf(f, "  %-16s H %5u  I %5u  E %3u  k %u\n",
 			bench_presets[i].name, bench_presets[i].hidden,

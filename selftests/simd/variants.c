@@ -44,14 +44,14 @@ static double tol_of(enum kt_quant q)
 
 /*
  * All cases on two geometries: KC = 256 (I = 512) and KC = 128 (I = 640:
- * five chunks, so a chunk range need not start at 0).
+ * five chunks, so a chunk range need not start at 0), T = 300 on the first.
  */
 static int check_ops(struct kt_test_meta *_metadata, enum kt_isa isa,
 		     const struct kern_ops *ops, enum kt_quant q,
 		     unsigned int group)
 {
 	const struct kern_quant_ops *v = kern_quant_ops_get(ops, q);
-	static const unsigned int geo[][2] = { { 512, 512 }, { 384, 640 } };
+	static const unsigned int geo[][2] = { { 512, 512 }, { 256, 640 } };
 	unsigned int gi, ci;
 
 	if (!cpu_runs(isa)) {
@@ -70,8 +70,9 @@ static int check_ops(struct kt_test_meta *_metadata, enum kt_isa isa,
 			struct sc_case c = cases[ci];
 			double err;
 
+			/* the 300-token case once: the oracle is slow */
 			if (c.n1 > e.l.inter || c.dn1 > e.l.hidden ||
-			    c.c1 > e.l.inter / e.l.kc)
+			    c.c1 > e.l.inter / e.l.kc || (gi && c.T > 256))
 				continue;
 			err = sc_run(v, &e, &c, 1000 + ci);
 			if (err < 0 || err > tol_of(q) / 10)

@@ -204,4 +204,38 @@ TEST(expert_bytes_follow_the_packed_layout)
 		  4ull * (768 * (2048 / 64) * 2 + 2048 * (768 / 64)));
 }
 
+/* The rotation: >= 4x L3 and >= 2 layers, capped by memory, or refused. */
+TEST(layer_plan_follows_l3_and_memory)
+{
+	struct bench_cfg c = {
+		.hidden = 128, .inter = 256, .experts = 8, .top_k = 2,
+		.src_dtype = KT_DTYPE_BF16, .preset = "custom",
+	};
+	uint64_t eb = bench_expert_bytes(128, 256, KT_QUANT_INT8, 0);
+	uint64_t layer = eb * 8, want;
+	uint32_t layers;
+
+	want = (4 * sys_l3_bytes() + layer - 1) / layer;
+	if (want < 2)
+		want = 2;
+	c.mem_limit = 64ull << 30;
+	ASSERT_EQ(bench_plan_layers(&c, KT_QUANT_INT8, eb, &layers), 0);
+	EXPECT_EQ(layers, want);
+
+	/* the reserve and two experts of source, then 10 layers of room */
+	c.mem_limit = BENCH_MEM_RESERVE + 2 * 3 * 128 * 256 * 2 + 10 * layer;
+	ASSERT_EQ(bench_plan_layers(&c, KT_QUANT_INT8, eb, &layers), 0);
+	EXPECT_EQ(layers, want < 10 ? want : 10);
+
+	c.layers = 11;
+	EXPECT_EQ(bench_plan_layers(&c, KT_QUANT_INT8, eb, &layers), -ENOMEM);
+	c.layers = 3;
+	ASSERT_EQ(bench_plan_layers(&c, KT_QUANT_INT8, eb, &layers), 0);
+	EXPECT_EQ(layers, 3);
+
+	c.layers = 0;
+	c.mem_limit = BENCH_MEM_RESERVE + layer - 1;
+	EXPECT_EQ(bench_plan_layers(&c, KT_QUANT_INT8, eb, &layers), -ENOMEM);
+}
+
 TEST_HARNESS_MAIN
