@@ -37,7 +37,8 @@ uint64_t kern_read_scalar(const void *p, size_t bytes)
  * compiler, so every multiply-add is executed. */
 uint64_t kern_peak_int8_scalar(uint64_t iters, uint64_t *sink)
 {
-	int32_t a0 = 1, a1 = 2, a2 = 3, a3 = 4, x = 3, y = 5;
+	/* unsigned: the sums wrap by design, which signed types may not */
+	uint32_t a0 = 1, a1 = 2, a2 = 3, a3 = 4, x = 3, y = 5;
 	uint64_t i;
 
 	for (i = 0; i < iters; i++) {
