@@ -62,8 +62,9 @@ struct kern_gate_up_args {
  * y_rows of one call are distinct (the executor merges duplicate ids).
  *
  * For both calls, the value of one output element must not depend on the
- * block [n0, n1) or the m it was computed with: y is then the same bits for
- * any thread count (Documentation/kernels.md).
+ * block [n0, n1) it was computed in (the executor sizes blocks by the thread
+ * count; m comes from routing only): y is then the same bits for any thread
+ * count (Documentation/kernels.md).
  */
 struct kern_down_args {
 	const struct core_mat *down;	/* whole matrix, [N = H][K = I] */
