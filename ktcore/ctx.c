@@ -4,6 +4,7 @@
  * and the synchronous helpers built on an internal ring.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -149,6 +150,15 @@ void core_leader_loop(struct core_worker *w)
 	}
 }
 
+static unsigned int cpus_allowed(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 1;
+	return (unsigned int)CPU_COUNT(&set);
+}
+
 static int ctx_pick_isa(struct kt_ctx *ctx, enum kt_isa want,
 			bool (*available)(enum kt_isa))
 {
@@ -239,6 +249,7 @@ int core_ctx_create(const struct kt_ctx_opts *opts,
 	ret = core_pool_start(ctx);
 	if (ret)
 		goto err_topo;
+	ctx->cpus_busy = ctx->n_workers >= cpus_allowed();
 	ret = kt_ring_init(ctx, 2, &ctx->sync_ring);
 	if (ret)
 		goto err_pool;

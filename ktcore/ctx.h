@@ -58,6 +58,7 @@ struct kt_ctx {
 
 	struct core_topo topo;
 	unsigned int n_workers;
+	bool cpus_busy;		/* a worker on every CPU we may use */
 	struct core_worker *workers;
 
 	/* fork-join: the leader publishes a job by bumping job_seq */

@@ -12,6 +12,9 @@
 
 #define RING_MAX_ENTRIES 32768
 #define RING_DEFAULT_SPIN (1u << 14)
+/* Polls before sleeping when workers hold every CPU: a polling waiter
+ * would only take a core from a worker until the next time slice. */
+#define RING_SHARED_CPU_SPIN 64u
 
 int core_ring_init_at(struct kt_ctx *ctx, unsigned int entries,
 		      struct kt_ring *ring, uint32_t start)
@@ -71,7 +74,7 @@ int core_ring_init_at(struct kt_ctx *ctx, unsigned int entries,
 	ring->sqe_tail = start;
 	ring->sq_entries = r->sq_entries;
 	ring->cq_entries = r->cq_entries;
-	ring->spin = RING_DEFAULT_SPIN;
+	ring->spin = ctx->cpus_busy ? RING_SHARED_CPU_SPIN : RING_DEFAULT_SPIN;
 	ring->eventfd = -1;
 	return 0;
 }

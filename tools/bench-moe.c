@@ -83,8 +83,7 @@ int bench_moe_create(struct kt_ctx *ctx, struct kt_model *m,
 			goto free_b;
 		b->ring_ok = true;
 		b->sleeps = bench_wait_sleeps(cfg, kt_ctx_threads(ctx));
-		if (b->sleeps)
-			kt_ring_set_spin(&b->ring, 0);
+		kt_ring_set_spin(&b->ring, b->sleeps ? 0 : UINT32_MAX);
 	}
 	*out = b;
 	return 0;

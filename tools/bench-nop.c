@@ -85,8 +85,8 @@ int bench_nop_run(struct kt_ctx *ctx, const struct bench_cfg *cfg,
 		goto free_samples;
 	/* only the leader serves a NOP: polling fits unless asked not to */
 	res->sleeps = cfg->wait == BENCH_WAIT_SLEEP;
-	if (res->sleeps)
-		kt_ring_set_spin(&ring, 0);
+	/* either mode is explicit: the ring's default depends on the CPUs */
+	kt_ring_set_spin(&ring, res->sleeps ? 0 : UINT32_MAX);
 	for (i = 0; i < NOP_WARMUP; i++) {
 		ret = nop_once(&ring, i);
 		if (ret)

@@ -143,9 +143,9 @@ int kt_ring_register_eventfd(struct kt_ring *ring, int fd);
 /**
  * kt_ring_set_spin() - how many times kt_wait_cqe() polls before it sleeps.
  * @ring: ring.
- * @spin: polls; 0 sleeps at once. The default suits a submitter with a
- *	  CPU of its own; when every CPU runs a worker, polling takes time
- *	  from the workers and 0 is faster.
+ * @spin: polls; 0 sleeps at once. The default is 16384, or 64 when the
+ *	  context has a worker on every CPU the process may use: polling
+ *	  then takes a core from a worker until the next time slice.
  *
  * Context: the owning thread.
  */
