@@ -58,7 +58,13 @@ struct kern_gate_up_args {
  * Row i of the activation is at act + i * act_stride (contiguous rows): the
  * (k1 - k0) / KC prepared rows of K = KC of chunks k0/KC, k0/KC + 1, ...,
  * each act_row_bytes(KC) bytes, back to back. Per token, the sum over k is
- * formed in f32 and only then scaled by w[i] and added to y, once.
+ * formed in f32 and only then scaled by w[i] and added to y, once. The
+ * y_rows of one call are distinct (the executor merges duplicate ids).
+ *
+ * For both calls, the value of one output element must not depend on the
+ * block [n0, n1) it was computed in (the executor sizes blocks by the thread
+ * count; m comes from routing only): y is then the same bits for any thread
+ * count (Documentation/kernels.md).
  */
 struct kern_down_args {
 	const struct core_mat *down;	/* whole matrix, [N = H][K = I] */
