@@ -103,19 +103,15 @@ $(LIBKT_A): $(LIB_OBJS)
 	$(quiet) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $(LIB_OBJS)
 
-# Whole archive: the per-ISA kernel objects are reached only through weak
-# references (kernels/ops.c), which never pull a member out of an archive.
-LIBKT_A_WHOLE = -Wl,--whole-archive $(LIBKT_A) -Wl,--no-whole-archive
-
 $(KT_BIN): $(TOOL_OBJS) $(LIBKT_A)
 	$(quiet) LD $@
-	$(Q)$(CC) $(KT_LDFLAGS) -pthread -o $@ $(TOOL_OBJS) $(LIBKT_A_WHOLE) $(LIBS)
+	$(Q)$(CC) $(KT_LDFLAGS) -pthread -o $@ $(TOOL_OBJS) $(LIBKT_A) $(LIBS)
 
 $(obj)/selftests/%: selftests/%.c $(LIBKT_A) selftests/kt_test.h $(obj)/selftests/%.flags
 	@mkdir -p $(@D)
 	$(quiet) CC $@
 	$(Q)$(CC) $(call flags_of,$<) -Iselftests -MMD -MP -MF $@.d -o $@ $< \
-		$(LIBKT_A_WHOLE) $(KT_LDFLAGS) $(LIBS)
+		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
 
 # kt.pc names the install paths: regenerate it when they change.
 PC_VARS := $(PREFIX) $(LIBDIR) $(INCDIR) $(VERSION)

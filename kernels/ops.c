@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * ops.c - choosing a kernel variant: the ops tables of the per-ISA files,
- * reached through weak references so that a missing variant is NULL.
+ * all compiled into every build (each with its own -m flags).
  */
 #include <math.h>
 
@@ -9,13 +9,13 @@
 #include "ktcore/core.h"
 
 /*
- * Weak: a variant whose file is not (yet) compiled leaves its symbol at
- * address 0 instead of failing the link.
+ * Strong references: a program linking libkt.a statically pulls in every
+ * variant without --whole-archive.
  */
-extern const struct kern_ops kern_ops_avx2 __attribute__((weak));
-extern const struct kern_ops kern_ops_avxvnni __attribute__((weak));
-extern const struct kern_ops kern_ops_avx512 __attribute__((weak));
-extern const struct kern_ops kern_ops_amx __attribute__((weak));
+extern const struct kern_ops kern_ops_avx2;
+extern const struct kern_ops kern_ops_avxvnni;
+extern const struct kern_ops kern_ops_avx512;
+extern const struct kern_ops kern_ops_amx;
 
 const struct kern_ops *kern_ops_get(enum kt_isa isa)
 {

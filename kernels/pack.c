@@ -4,12 +4,20 @@
  * Documentation/packed-layout.md, and reading them back.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/fp.h"
 #include "kernels/pack.h"
+
+/*
+ * Same bits on every machine: no a * b + c may become a fused multiply-add
+ * (gnu11 allows it by default; it matters wherever the compiler may use
+ * FMA: -march flags, or targets that have it in the baseline).
+ */
+#pragma GCC optimize("fp-contract=off")
 
 int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 		     unsigned int group, struct kern_pack_layout *l)
@@ -173,18 +181,26 @@ static __m128i round4(__m128 x)
 	return _mm_add_epi32(t, _mm_castps_si128(_mm_cmple_ps(f,
 					_mm_set1_ps(-0.5f))));
 }
+
+/* q = round(min(max(x, lo), hi)) of 4 values; min/max order: a NaN
+ * becomes hi, as in the C paths */
+static __m128i quant4(__m128 x, __m128 lo, __m128 hi)
+{
+	return round4(_mm_max_ps(_mm_min_ps(x, hi), lo));
+}
+
+/* lanes (0 + 2) + (1 + 3), the order the C paths use */
+static float hsum4(__m128 a)
+{
+	a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+	return _mm_cvtss_f32(_mm_add_ss(a, _mm_shuffle_ps(a, a, 1)));
+}
 #endif
 
-/*
- * Symmetric quantization of @len values (a multiple of 16) to
- * [-qmax, qmax]; returns the scale. q = round(v / scale), halves away from
- * zero; SSE2 (x86-64 baseline) when available: packing a large model is
- * dominated by this loop. Both paths give the same bits.
- */
-static float quant_run(const float *v, unsigned int len, int qmax,
-		       int8_t *q)
+/* max|v| of @len values (a multiple of 16); NaN is ignored */
+static float amax_run(const float *v, unsigned int len)
 {
-	float amax = 0.0f, scale, lim = (float)qmax;
+	float amax = 0.0f;
 	unsigned int i;
 
 #ifdef __SSE2__
@@ -202,7 +218,36 @@ static float quant_run(const float *v, unsigned int len, int qmax,
 		amax = a > amax ? a : amax;
 	}
 #endif
-	scale = amax / lim;
+	return amax;
+}
+
+#ifndef __SSE2__
+/* The scalar twin of quant4(). */
+static int quant1(float x, float lo, float hi)
+{
+	int t;
+
+	x = x < hi ? x : hi;
+	x = x > lo ? x : lo;
+	t = (int)x;		/* toward zero */
+	x -= (float)t;		/* exact */
+	return t + (x >= 0.5f) - (x <= -0.5f);
+}
+#endif
+
+/*
+ * Symmetric quantization of @len values (a multiple of 16) to
+ * [-qmax, qmax]; returns the scale, max|v| / qmax. q = round(v / scale),
+ * halves away from zero; SSE2 (x86-64 baseline) when available: packing a
+ * large model is dominated by this loop. Both paths give the same bits.
+ */
+static float quant_run(const float *v, unsigned int len, int qmax,
+		       int8_t *q)
+{
+	float scale, lim = (float)qmax;
+	unsigned int i;
+
+	scale = amax_run(v, len) / lim;
 	if (!(scale > 0.0f)) {
 		memset(q, 0, len);
 		return 0.0f;
@@ -215,30 +260,135 @@ static float quant_run(const float *v, unsigned int len, int qmax,
 		__m128i r[4];
 		int j;
 
-		for (j = 0; j < 4; j++) {
-			__m128 x = _mm_div_ps(_mm_loadu_ps(v + i + 4 * j), vs);
-
-			/* min/max order: a NaN becomes +lim, as below */
-			x = _mm_max_ps(_mm_min_ps(x, hi), lo);
-			r[j] = round4(x);
-		}
+		for (j = 0; j < 4; j++)
+			r[j] = quant4(_mm_div_ps(_mm_loadu_ps(v + i + 4 * j),
+						 vs), lo, hi);
 		_mm_storeu_si128((__m128i *)(q + i),
 				 _mm_packs_epi16(_mm_packs_epi32(r[0], r[1]),
 						 _mm_packs_epi32(r[2], r[3])));
 	}
 #else
-	for (i = 0; i < len; i++) {
-		float x = v[i] / scale;
-		int t;
-
-		x = x < lim ? x : lim;
-		x = x > -lim ? x : -lim;
-		t = (int)x;		/* toward zero */
-		x -= (float)t;		/* exact */
-		t += (x >= 0.5f) - (x <= -0.5f);
-		q[i] = (int8_t)t;
-	}
+	for (i = 0; i < len; i++)
+		q[i] = (int8_t)quant1(v[i] / scale, -lim, lim);
 #endif
+	return scale;
+}
+
+/*
+ * The INT4 candidates: scale max|v| / int4_div[c]. 7 clips nothing; the
+ * larger divisors clip the group's few largest values to give every other
+ * one a finer step, which on bell-shaped weights lowers the error more
+ * than the clipping adds.
+ */
+static const float int4_div[] = {
+	7.0f, 7.5f, 8.0f, 8.5f, 9.0f, 9.5f, 10.0f,
+};
+
+#define INT4_LO		-8.0f
+#define INT4_HI		7.0f
+
+/* sum((v - q * scale)^2), q clamped to [-8, 7], over @len values (a
+ * multiple of 16): f32 in 4 lanes of stride 4, summed as hsum4() does */
+static float int4_err(const float *v, unsigned int len, float scale)
+{
+	float inv = 1.0f / scale;
+	unsigned int i;
+#ifdef __SSE2__
+	const __m128 vs = _mm_set1_ps(scale), vi = _mm_set1_ps(inv);
+	const __m128 hi = _mm_set1_ps(INT4_HI);
+	const __m128 lo = _mm_set1_ps(INT4_LO);
+	__m128 acc = _mm_setzero_ps();
+
+	for (i = 0; i < len; i += 4) {
+		__m128 x = _mm_loadu_ps(v + i);
+		__m128 e = _mm_sub_ps(x, _mm_mul_ps(_mm_cvtepi32_ps(
+				quant4(_mm_mul_ps(x, vi), lo, hi)), vs));
+
+		acc = _mm_add_ps(acc, _mm_mul_ps(e, e));
+	}
+	return hsum4(acc);
+#else
+	float acc[4] = { 0 };
+
+	for (i = 0; i < len; i++) {
+		float e = v[i] - (float)quant1(v[i] * inv, INT4_LO,
+					       INT4_HI) * scale;
+
+		acc[i % 4] += e * e;
+	}
+	return (acc[0] + acc[2]) + (acc[1] + acc[3]);
+#endif
+}
+
+/*
+ * INT4 quantization of one group of @len values (a multiple of 16);
+ * returns the scale. The candidate of int4_div[] with the least squared
+ * error wins (the first on a tie or NaN); then the scale becomes
+ * sum(v q) / sum(q q), the least-squares scale for the chosen q, unless
+ * that is not a positive finite number. Deterministic: f32 operations in
+ * a fixed order, no contraction (see the pragma above).
+ */
+static float quant_int4(const float *v, unsigned int len, int8_t *q)
+{
+	float amax = amax_run(v, len), best, err, scale, inv, s, vq, qq;
+	unsigned int c, i;
+
+	scale = amax / int4_div[0];
+	if (!(scale > 0.0f)) {
+		memset(q, 0, len);
+		return 0.0f;
+	}
+	best = int4_err(v, len, scale);
+	for (c = 1; c < sizeof(int4_div) / sizeof(int4_div[0]); c++) {
+		s = amax / int4_div[c];
+		if (!(s > 0.0f))
+			break;
+		err = int4_err(v, len, s);
+		if (err < best) {
+			best = err;
+			scale = s;
+		}
+	}
+	inv = 1.0f / scale;
+#ifdef __SSE2__
+	const __m128 vi = _mm_set1_ps(inv), hi = _mm_set1_ps(INT4_HI);
+	const __m128 lo = _mm_set1_ps(INT4_LO);
+	__m128 avq = _mm_setzero_ps(), aqq = _mm_setzero_ps();
+
+	for (i = 0; i < len; i += 16) {
+		__m128i r[4];
+		int j;
+
+		for (j = 0; j < 4; j++) {
+			__m128 x = _mm_loadu_ps(v + i + 4 * j), f;
+
+			r[j] = quant4(_mm_mul_ps(x, vi), lo, hi);
+			f = _mm_cvtepi32_ps(r[j]);
+			avq = _mm_add_ps(avq, _mm_mul_ps(x, f));
+			aqq = _mm_add_ps(aqq, _mm_mul_ps(f, f));
+		}
+		_mm_storeu_si128((__m128i *)(q + i),
+				 _mm_packs_epi16(_mm_packs_epi32(r[0], r[1]),
+						 _mm_packs_epi32(r[2], r[3])));
+	}
+	vq = hsum4(avq);
+	qq = hsum4(aqq);
+#else
+	float avq[4] = { 0 }, aqq[4] = { 0 };
+
+	for (i = 0; i < len; i++) {
+		int t = quant1(v[i] * inv, INT4_LO, INT4_HI);
+
+		q[i] = (int8_t)t;
+		avq[i % 4] += v[i] * (float)t;
+		aqq[i % 4] += (float)t * (float)t;
+	}
+	vq = (avq[0] + avq[2]) + (avq[1] + avq[3]);
+	qq = (aqq[0] + aqq[2]) + (aqq[1] + aqq[3]);
+#endif
+	s = vq / qq;
+	if (s > 0.0f && s <= FLT_MAX)
+		scale = s;
 	return scale;
 }
 
@@ -332,8 +482,8 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 				break;
 			case KT_QUANT_INT4:
 				for (g = 0; g < K / l->group; g++)
-					scales[(size_t)g * N + n] = quant_run(
-						v + g * l->group, l->group, 7,
+					scales[(size_t)g * N + n] = quant_int4(
+						v + g * l->group, l->group,
 						(int8_t *)q + (size_t)r * K +
 						g * l->group);
 				break;

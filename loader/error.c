@@ -26,11 +26,6 @@ void ldr_err_clear(void)
 	last_error[0] = '\0';
 }
 
-int ldr_err_set(void)
-{
-	return last_error[0] != '\0';
-}
-
 KT_EXPORT const char *kt_last_error(void)
 {
 	return last_error;

@@ -9,7 +9,5 @@
 /* Record a message; returns @err so that callers can `return ldr_err(...)`. */
 int ldr_err(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ldr_err_clear(void);
-/* True when a message is recorded (lower layers said why already). */
-int ldr_err_set(void);
 
 #endif /* KT_LOADER_ERROR_H */

@@ -48,8 +48,8 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 	if (h->header_size < sizeof(*h) || h->header_size > KTW_HEADER_BYTES)
 		return ldr_err(-EINVAL, "header size %u out of range [%zu, %u]",
 			       h->header_size, sizeof(*h), KTW_HEADER_BYTES);
-	/* the CRC covers header_size bytes; only ours are in @h, so a newer
-	 * minor's extra fields are checked by the caller's full-buffer CRC */
+	/* the CRC covers header_size bytes, a newer minor's fields too: @h
+	 * points at the whole 4 KiB header page */
 	tmp = *h;
 	tmp.header_crc = 0;
 	crc = ur_crc32c(0, &tmp, sizeof(tmp));

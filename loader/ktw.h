@@ -45,7 +45,10 @@ struct ldr_ktw {
 int ldr_ktw_open(const char *path, int extra_flags, struct ldr_ktw **out);
 void ldr_ktw_close(struct ldr_ktw *k);
 
-/* Pure checks, also used by the tests on crafted headers and tables. */
+/*
+ * Pure checks, also used by the tests on crafted headers and tables. @h of
+ * ldr_ktw_check_header() points at the whole 4 KiB header page.
+ */
 int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 			 struct ldr_geom *geom);
 int ldr_ktw_check_meta(const struct ktw_header *h, const int32_t *layer_ids,

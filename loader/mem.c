@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <numa.h>
 #include <numaif.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,11 +33,48 @@ static void *map_huge(size_t len, uint64_t page)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* MemAvailable of /proc/meminfo in bytes; UINT64_MAX when unknown. */
+static uint64_t mem_available(void)
+{
+	unsigned long long kb;
+	char line[128];
+	uint64_t v = UINT64_MAX;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return v;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+			v = kb * 1024;
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/*
+ * Ordinary pages are not reserved at mmap time: a model larger than the
+ * memory left would end in the OOM killer halfway through the read.
+ */
+static int check_room(size_t len)
+{
+	uint64_t avail = mem_available();
+
+	if (avail != UINT64_MAX && len > avail) {
+		core_logv_global(KT_LOG_INFO,
+				 "model memory: %.1f MiB needed, %.1f MiB available",
+				 len / 1048576.0, avail / 1048576.0);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int ldr_mem_alloc(size_t len, bool allow_huge, bool allow_1g,
 		  struct ldr_mem *m)
 {
 	size_t map_len;
 	uint8_t *p;
+	int ret;
 
 	memset(m, 0, sizeof(*m));
 	m->len = len ? len : 1;
@@ -60,6 +98,9 @@ int ldr_mem_alloc(size_t len, bool allow_huge, bool allow_1g,
 			core_logv_global(KT_LOG_WARN,
 					 "model memory: not enough free hugepages for %.1f MiB (scripts/setup-hugepages.sh); trying transparent hugepages",
 					 m->len / 1048576.0);
+		ret = check_room(m->len);
+		if (ret)
+			return ret;
 		/* over-map by 2 MiB to align the start for THP */
 		map_len = ((m->len + SZ_2M - 1) & ~(SZ_2M - 1)) + SZ_2M;
 		p = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
@@ -92,6 +133,9 @@ int ldr_mem_alloc(size_t len, bool allow_huge, bool allow_1g,
 		m->page = 4096;
 		return 0;
 	}
+	ret = check_room(m->len);
+	if (ret)
+		return ret;
 	map_len = (m->len + 4095) & ~(size_t)4095;
 	p = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

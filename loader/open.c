@@ -174,8 +174,8 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 	ret = ldr_mem_alloc(n * stride, !(flags & KT_MODEL_F_NO_HUGEPAGE),
 			    nodes == 1, &p->mem);
 	if (ret) {
-		ldr_err(ret, "%s: cannot map %llu bytes for the model", k->path,
-			(unsigned long long)(n * stride));
+		ldr_err(ret, "%s: not enough memory for %.1f MiB of experts (see MemAvailable; mask GPU experts or stage on hugetlbfs)",
+			k->path, n * stride / 1048576.0);
 		goto out;
 	}
 	ret = load_place(ctx, k, &p->mem, n);

@@ -22,9 +22,11 @@ while [ $# -gt 0 ]; do
 	fi
 	name=${bin#build/}
 	echo "# selftest: $name"
+	t0=$(date +%s.%N)
 	out=$(timeout -k 10 "$timeout_s" "$bin" 2>&1)
 	rc=$?
 	printf '%s\n' "$out" | sed 's/^/  /'
+	awk -v a="$t0" -v b="$(date +%s.%N)" -v n="$name" 'BEGIN { printf "# %s: %.1f s\n", n, b - a }'
 	p=$(printf '%s\n' "$out" | grep -cE '^ok [0-9]+ ' )
 	s=$(printf '%s\n' "$out" | grep -cE '^ok [0-9]+ .*# SKIP')
 	f=$(printf '%s\n' "$out" | grep -cE '^not ok [0-9]+ ')

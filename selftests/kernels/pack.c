@@ -109,6 +109,41 @@ TEST(elem_offsets_bijective)
 	check_bijective(_metadata, KT_QUANT_BF16, 128, 512);
 }
 
+/*
+ * INT4 element (n, k): its nibble decodes to q in [-8, 7] and the value read
+ * back is q times the group's scale, which is positive or, for an all-zero
+ * group, 0 with q 0.
+ */
+static void check_int4(struct kt_test_meta *_metadata,
+		       const struct kern_pack_layout *l, unsigned int id,
+		       const uint8_t *blob, unsigned int n, unsigned int k,
+		       double got)
+{
+	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
+	const uint8_t *p = blob + l->tiles_off[id] +
+		kern_pack_elem_off(l, id, n, k);
+	int nib = k % 128 < 64 ? (*p & 0xf) : (*p >> 4);
+	float scale;
+
+	memcpy(&scale, blob + l->scales_off[id] +
+	       ((size_t)(k / l->group) * N + n) * 4, 4);
+	ASSERT_TRUE(scale >= 0.0f && isfinite(scale));
+	if (scale == 0.0f)
+		ASSERT_EQ(nib, 8);
+	ASSERT_EQ(got, (double)((float)(nib - 8) * scale));
+}
+
+/* Squared error of @v under the old rule: scale max/7, q in [-7, 7]. */
+static double sq_err_max7(double v, double amax)
+{
+	double s = amax / 7, q;
+
+	if (s == 0)
+		return v * v;
+	q = round(v / s);
+	return (v - q * s) * (v - q * s);
+}
+
 static void round_trip(struct kt_test_meta *_metadata, enum kt_quant q,
 		       unsigned int H, unsigned int I, unsigned int group,
 		       enum kt_dtype dtype)
@@ -151,11 +186,11 @@ static void round_trip(struct kt_test_meta *_metadata, enum kt_quant q,
 		unsigned int N = id == KERN_MAT_DOWN ? H : I;
 		unsigned int K = id == KERN_MAT_DOWN ? I : H;
 		unsigned int G = q == KT_QUANT_INT4 ? l.group : K;
-		double qmax = q == KT_QUANT_INT4 ? 7 : 127;
+		double qmax = 127, err_sum = 0, ref_sum = 0;
 
 		for (n = 0; n < N; n++) {
 			for (unsigned int g0 = 0; g0 < K; g0 += G) {
-				double amax = 0, got_max = 0;
+				double amax = 0, got_max = 0, err = 0, ref = 0;
 
 				for (k = g0; k < g0 + G; k++)
 					amax = fmax(amax, fabs(w[id][(size_t)n * K + k]));
@@ -170,14 +205,32 @@ static void round_trip(struct kt_test_meta *_metadata, enum kt_quant q,
 							kern_f32_to_bf16((float)v)));
 						continue;
 					}
+					if (q == KT_QUANT_INT4) {
+						check_int4(_metadata, &l, id, blob,
+							   n, k, got);
+						err += (got - v) * (got - v);
+						ref += sq_err_max7(v, amax);
+						continue;
+					}
 					/* within half a step of the source */
 					ASSERT_LE(fabs(got - v),
 						  amax / qmax * 0.5 * (1 + 1e-5) + 1e-12);
 				}
-				/* the largest magnitude uses the full range */
-				if (q != KT_QUANT_BF16)
+				/* INT4: never worse than max/7 (f32 sums) */
+				ASSERT_LE(err, ref * (1 + 1e-4) + 1e-30);
+				err_sum += err;
+				ref_sum += ref;
+				/* INT8: the largest magnitude uses the full range */
+				if (q == KT_QUANT_INT8)
 					ASSERT_NEAR(got_max, amax, amax * 1e-6);
 			}
+		}
+		/* INT4 on Gaussian rows: the search must pay (measured 0.73-0.8
+		 * of max/7's squared error; g128 lowest) */
+		if (q == KT_QUANT_INT4) {
+			TH_LOG("int4 g%u: squared error %.3f of max/7's",
+			       l.group, err_sum / ref_sum);
+			ASSERT_LT(err_sum, 0.88 * ref_sum);
 		}
 	}
 	for (id = 0; id < 3; id++) {
@@ -237,6 +290,42 @@ TEST(quantize_ties)
 		ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 0, k), want[k]);
 	ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 1, 1), -64.0f);
 	ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 1, 2), 127.0f);
+	free(w);
+	free(blob);
+}
+
+/*
+ * INT4 by hand: a group that is exactly q * 0.5 for q = -8..7 comes back
+ * exact (the search reaches max/8 and uses -8); a NaN leaves its group at
+ * max/7 with the other values intact; an all-zero group is scale 0.
+ */
+TEST(int4_rule)
+{
+	struct kern_pack_layout l;
+	float *w = calloc(128 * 128, 4);
+	uint8_t *blob;
+	unsigned int k;
+
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 128, 128, 32, &l), 0);
+	blob = malloc(l.total);
+	ASSERT_TRUE(w != NULL && blob != NULL);
+	/* row 0, group 0: q = -8..7 twice, times 0.5 */
+	for (k = 0; k < 32; k++)
+		w[k] = (float)((int)(k % 16) - 8) * 0.5f;
+	/* row 1, group 0: a NaN, 7 and -3 (max/7 = 1, all exact) */
+	w[128] = NAN;
+	w[129] = 7.0f;
+	w[130] = -3.0f;
+	/* row 1, group 1 (k 32..63): all zero */
+	ASSERT_EQ(kern_pack_matrix(&l, KERN_MAT_GATE, w, KT_DTYPE_F32, 128,
+				   blob), 0);
+	for (k = 0; k < 32; k++)
+		ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 0, k), w[k]);
+	ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 1, 1), 7.0f);
+	ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 1, 2), -3.0f);
+	ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 1, 3), 0.0f);
+	for (k = 32; k < 64; k++)
+		ASSERT_EQ(kern_pack_get(&l, KERN_MAT_GATE, blob, 1, k), 0.0f);
 	free(w);
 	free(blob);
 }

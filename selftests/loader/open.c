@@ -5,12 +5,15 @@
  * variant must load the same bytes as the file holds.
  */
 #include <fcntl.h>
+#include <numa.h>
+#include <numaif.h>
+#include <sched.h>
 
 #include "kt_test.h"
 #include "ckpt.h"
 #include "test-ctx.h"
 #include "ktcore/model.h"
-#include "loader/ktw-format.h"
+#include "loader/ktw.h"
 
 FIXTURE(op) {
 	char dir[256];
@@ -135,6 +138,92 @@ TEST_F(op, all_experts_masked)
 	for (i = 0; i < m->n_layers * m->n_experts; i++)
 		EXPECT_FALSE(m->experts[i].present);
 	kt_model_destroy(m);
+}
+
+/* The pages of every expert are on the context's (only) node. */
+TEST_F(op, pages_on_the_node)
+{
+	struct kt_model *m = NULL;
+	uint32_t i;
+	int node, want = -1, cpu_node;
+
+	if (numa_available() < 0)
+		SKIP(return, "no NUMA support in this kernel");
+	ASSERT_EQ(kt_model_open(self->ctx, self->ktw, NULL, &m), 0);
+	/* a one-node machine: the node of this CPU is the context's node */
+	cpu_node = numa_node_of_cpu(sched_getcpu());
+	for (i = 0; i < m->n_layers * m->n_experts; i++) {
+		const void *p = m->experts[i].down.tiles;
+
+		ASSERT_EQ(get_mempolicy(&node, NULL, 0, (void *)p,
+					MPOL_F_NODE | MPOL_F_ADDR), 0);
+		if (want < 0)
+			want = node;
+		EXPECT_EQ(node, want);
+	}
+	if (numa_num_configured_nodes() == 1)
+		EXPECT_EQ(want, cpu_node);
+	kt_model_destroy(m);
+}
+
+/*
+ * A (sparse) file larger than the memory left is refused up front with
+ * -ENOMEM, not half read and then OOM-killed.
+ */
+TEST(larger_than_memory)
+{
+	struct kt_model_opts mo = { .sz = sizeof(mo),
+				    .flags = KT_MODEL_F_NO_HUGEPAGE };
+	unsigned long long kb = 0;
+	struct ktw_header h;
+	struct ktw_entry *t;
+	struct ldr_geom g;
+	struct kt_ctx *ctx = NULL;
+	struct kt_model *m = NULL;
+	int32_t *ids;
+	uint32_t layers, i;
+	char path[256], line[128];
+	FILE *f = fopen("/proc/meminfo", "r");
+	int fd;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (!kb || kb > (256ull << 20))
+		SKIP(return, "MemAvailable unknown or above 256 GiB");
+	/* 8192 x 8192 INT8 experts, 64 per layer: 12 GiB a layer */
+	ASSERT_EQ(ldr_geom_init(&g, KT_QUANT_INT8, 8192, 8192, 0), 0);
+	layers = (uint32_t)(kb * 1024 * 2 / (g.expert_bytes * 64)) + 1;
+	t = calloc((size_t)layers * 64, sizeof(*t));
+	ids = calloc(layers, sizeof(*ids));
+	for (i = 0; i < layers; i++)
+		ids[i] = (int32_t)i;
+	ASSERT_EQ(ldr_ktw_layout(&h, &g, layers, 64, t), 0);
+	ldr_ktw_seal(&h, ids, t);
+	snprintf(path, sizeof(path), "/tmp/kt-huge-%d.ktw", (int)getpid());
+	fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0644);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	ASSERT_EQ(pwrite(fd, ids, 4ull * layers, (off_t)h.layers_off),
+		  (ssize_t)(4 * layers));
+	ASSERT_EQ(pwrite(fd, t, (size_t)layers * 64 * sizeof(*t), (off_t)h.table_off),
+		  (ssize_t)((size_t)layers * 64 * sizeof(*t)));
+	if (ftruncate(fd, (off_t)h.file_size)) {
+		close(fd);
+		unlink(path);
+		SKIP(return, "no sparse file of %llu bytes here",
+		     (unsigned long long)h.file_size);
+	}
+	close(fd);
+	ASSERT_EQ(test_ctx(&ctx), 0);
+	EXPECT_EQ(kt_model_open(ctx, path, &mo, &m), -ENOMEM);
+	TH_LOG("%s", kt_last_error());
+	unlink(path);
+	kt_ctx_destroy(ctx);
+	free(t);
+	free(ids);
 }
 
 TEST_HARNESS_MAIN

@@ -122,4 +122,21 @@ TEST(info_rejects_unknown_options)
 	kt_run_free(&r);
 }
 
+TEST(commands_are_listed)
+{
+	struct kt_run r;
+
+	RUN_KT(&r, "--help");
+	EXPECT_EQ(r.status, 0);
+	EXPECT_TRUE(strstr(r.out, "\n  info ") != NULL);
+	EXPECT_TRUE(strstr(r.out, "\n  bench ") != NULL);
+	kt_run_free(&r);
+	RUN_KT(&r, "bench", "--help");
+	EXPECT_EQ(r.status, 0);
+	EXPECT_TRUE(strstr(r.out, "qwen3-30b-a3b") != NULL);
+	EXPECT_TRUE(strstr(r.out, "deepseek-v3") != NULL);
+	EXPECT_TRUE(strstr(r.out, "mixtral-8x7b") != NULL);
+	kt_run_free(&r);
+}
+
 TEST_HARNESS_MAIN
