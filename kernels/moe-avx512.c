@@ -37,16 +37,15 @@ AI __m512i bcast32(const void *p)
 
 /* ---- activation rows ------------------------------------------------------
  * INT8/INT4: K int8 values q = rint(x * 127 / amax), the f32 scale
- * amax / 127, and for INT4 the int32 sums of q over each group (the
- * kernels feed weights as unsigned nibbles q + 8 and take 8 * sum back).
+ * amax / 127, then int32 sums of q: over the row (INT8) or each group
+ * (INT4). The kernels feed weights as the unsigned operand (w + 128, or the
+ * nibble q + 8) and take 128 or 8 times the sum back.
  * BF16: K bf16 values (round to nearest even).
  */
 static size_t act_row_bytes_q(unsigned int K, unsigned int group)
 {
-	size_t b = (size_t)K + 4;
+	size_t b = (size_t)K + 4 + 4 * (size_t)(group ? K / group : 1);
 
-	if (group)
-		b += 4 * (size_t)(K / group);
 	return (b + 63) & ~(size_t)63;
 }
 
@@ -103,18 +102,19 @@ static void act_prepare_q(const void *src, size_t src_stride,
 					 _mm512_cvtsepi32_epi8(q));
 		}
 		memcpy(d + K, &scale, sizeof(scale));
-		if (group) {
+		{
+			/* sums of q per group (INT4) or over the row (INT8) */
+			unsigned int G = group ? group : K, g;
 			int32_t *gs = (int32_t *)(d + K + 4);
-			unsigned int g;
 
-			for (g = 0; g < K / group; g++) {
+			for (g = 0; g < K / G; g++) {
 				__m512i acc = _mm512_setzero_si512();
 
-				for (k = 0; k < group; k += 16)
+				for (k = 0; k < G; k += 16)
 					acc = _mm512_add_epi32(acc,
 						_mm512_cvtepi8_epi32(
 						_mm_loadu_si128((const void *)
-						(d + g * group + k))));
+						(d + g * G + k))));
 				gs[g] = _mm512_reduce_add_epi32(acc);
 			}
 		}
@@ -181,28 +181,28 @@ AI float act_scale(const uint8_t *row, unsigned int K)
  */
 
 /*
- * INT8, one matrix or (@two) two at once: gate and up of the same rows. Activations
- * are s8, flipped to u8 (x + 128) for vpdpbusd; 128 * sum(w) per row is
- * taken back at the end, with sum(w) from vpdpbusd against ones.
+ * INT8, one matrix or (@two) two at once: gate and up of the same rows.
+ * vpdpbusd multiplies unsigned by signed bytes: each weight line is flipped
+ * once to u8 (w + 128, an XOR shared by all tokens) and the s8 activations
+ * come straight from memory as the broadcast operand; 128 * sum(x) of the
+ * run, kept in the activation row (@xsum), is taken back at the end.
  */
 AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
-	      unsigned int nt, const uint8_t *const *x, const int M,
-	      __m512i *og, __m512i *ou)
+	      unsigned int nt, const uint8_t *const *x,
+	      const int32_t *const *xsum, const int M, __m512i *og,
+	      __m512i *ou)
 {
 	const int CH = M <= 3 ? 2 : 1;
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
-	const __m512i ones = _mm512_set1_epi8(1);
-	__m512i ag[2][MR], au[2][MR], sg[2], su[2];
+	__m512i ag[2][MR], au[2][MR];
 	unsigned int t;
 	int m, c, j;
 
 #pragma GCC unroll 16
-	for (c = 0; c < CH; c++) {
-		sg[c] = su[c] = _mm512_setzero_si512();
+	for (c = 0; c < CH; c++)
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			ag[c][m] = au[c][m] = _mm512_setzero_si512();
-	}
 	for (t = 0; t < nt; t++) {
 		const uint8_t *tg = gw + (size_t)t * 1024;
 		const uint8_t *tu = two ? uw + (size_t)t * 1024 : NULL;
@@ -210,46 +210,41 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 #pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			const int s = CH == 2 ? (j & 1) : 0;
-			__m512i wg = _mm512_loadu_si512(tg + j * 64), wu;
+			__m512i wg = _mm512_xor_si512(flip,
+					_mm512_loadu_si512(tg + j * 64));
+			__m512i wu = wg;
 
 			_mm_prefetch((const char *)tg + PF_DIST + j * 64,
 				     _MM_HINT_T0);
-			sg[s] = _mm512_dpbusd_epi32(sg[s], ones, wg);
 			if (two) {
-				wu = _mm512_loadu_si512(tu + j * 64);
+				wu = _mm512_xor_si512(flip,
+					_mm512_loadu_si512(tu + j * 64));
 				_mm_prefetch((const char *)tu + PF_DIST +
 					     j * 64, _MM_HINT_T0);
-				su[s] = _mm512_dpbusd_epi32(su[s], ones, wu);
 			}
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
-				__m512i xb = _mm512_xor_si512(flip,
-					bcast32(x[m] + t * 64 + j * 4));
+				__m512i xb = bcast32(x[m] + t * 64 + j * 4);
 
-				ag[s][m] = _mm512_dpbusd_epi32(ag[s][m], xb,
-							       wg);
+				ag[s][m] = _mm512_dpbusd_epi32(ag[s][m], wg,
+							       xb);
 				if (two)
 					au[s][m] = _mm512_dpbusd_epi32(
-						au[s][m], xb, wu);
+						au[s][m], wu, xb);
 			}
 		}
 	}
-	if (CH == 2) {
-		sg[0] = _mm512_add_epi32(sg[0], sg[1]);
-		su[0] = _mm512_add_epi32(su[0], su[1]);
 #pragma GCC unroll 16
-		for (m = 0; m < M; m++) {
+	for (m = 0; m < M; m++) {
+		__m512i corr = _mm512_set1_epi32(128 * xsum[m][0]);
+
+		if (CH == 2) {
 			ag[0][m] = _mm512_add_epi32(ag[0][m], ag[1][m]);
 			au[0][m] = _mm512_add_epi32(au[0][m], au[1][m]);
 		}
-	}
-	sg[0] = _mm512_slli_epi32(sg[0], 7);
-	su[0] = _mm512_slli_epi32(su[0], 7);
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		og[m] = _mm512_sub_epi32(ag[0][m], sg[0]);
+		og[m] = _mm512_sub_epi32(ag[0][m], corr);
 		if (two)
-			ou[m] = _mm512_sub_epi32(au[0][m], su[0]);
+			ou[m] = _mm512_sub_epi32(au[0][m], corr);
 	}
 }
 
@@ -454,8 +449,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			__m512i ig[MR], iu[MR];
 
 			mk_i8(a->gate->tiles + off, a->up->tiles + off, 1,
-			      K / 64,
-			      x, M, ig, iu);
+			      K / 64, x, gs, M, ig, iu);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m512 s = _mm512_set1_ps(xs[m]);
@@ -584,7 +578,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 			if (q == KT_QUANT_INT8) {
 				__m512i d[MR];
 
-				mk_i8(tw, NULL, 0, P, x, M, d, NULL);
+				mk_i8(tw, NULL, 0, P, x, gs, M, d, NULL);
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_fmadd_ps(

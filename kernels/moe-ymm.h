@@ -101,14 +101,15 @@ void YNAME(kern_silu_mul_f32)(float *out, const float *g, const float *u,
 						    _mm256_loadu_ps(u + i)));
 }
 
-/* ---- activation rows: the same format as the AVX-512 variant ----------- */
+/* ---- activation rows: the same format as the AVX-512 variant ----------- *
+ * K int8, the f32 scale, int32 sums of q over the row (INT8) or each group
+ * (INT4); BF16: K bf16.
+ */
 
 static size_t act_row_bytes_q(unsigned int K, unsigned int group)
 {
-	size_t b = (size_t)K + 4;
+	size_t b = (size_t)K + 4 + 4 * (size_t)(group ? K / group : 1);
 
-	if (group)
-		b += 4 * (size_t)(K / group);
 	return (b + 63) & ~(size_t)63;
 }
 
@@ -174,14 +175,15 @@ static void act_prepare_q(const void *src, size_t src_stride,
 			_mm_storeu_si128((void *)(d + k), b);
 		}
 		memcpy(d + K, &scale, sizeof(scale));
-		if (group) {
-			unsigned int g;
+		{
+			/* sums of q per group (INT4) or over the row (INT8) */
+			unsigned int G = group ? group : K, g;
 
-			for (g = 0; g < K / group; g++) {
+			for (g = 0; g < K / G; g++) {
 				int32_t sum = 0;
 
-				for (k = 0; k < group; k++)
-					sum += (int8_t)d[g * group + k];
+				for (k = 0; k < G; k++)
+					sum += (int8_t)d[g * G + k];
 				memcpy(d + K + 4 + 4 * g, &sum, 4);
 			}
 		}
@@ -272,12 +274,12 @@ AI __m256i bcast_x16(const uint8_t *p)
  */
 AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	      unsigned int h, unsigned int nt, const uint8_t *const *x,
-	      const int M, __m256i *og, __m256i *ou)
+	      const int32_t *const *xsum, const int M, __m256i *og,
+	      __m256i *ou)
 {
 #if YMM_VNNI
 	const __m256i flip = _mm256_set1_epi8((char)0x80);
-	const __m256i ones = _mm256_set1_epi8(1);
-	__m256i ag[MR], au[MR], sg = _mm256_setzero_si256(), su = sg;
+	__m256i ag[MR], au[MR];
 #else
 	__m256i ag[2][MR], au[2][MR];
 #endif
@@ -315,19 +317,19 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 						     _MM_HINT_T0);
 			}
 #if YMM_VNNI
-			sg = _mm256_dpbusd_avx_epi32(sg, ones, wg);
-			if (two)
-				su = _mm256_dpbusd_avx_epi32(su, ones, wu);
+			/* weights flipped to u8 once per line, as in
+			 * moe-avx512.c; 128 * sum(x) comes back at the end */
+			wg = _mm256_xor_si256(wg, flip);
+			wu = _mm256_xor_si256(wu, flip);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
-				__m256i xb = _mm256_xor_si256(flip,
-					_mm256_set1_epi32(ld32(x[m] + t * 64 +
-							       j * 4)));
+				__m256i xb = _mm256_set1_epi32(ld32(x[m] +
+						t * 64 + j * 4));
 
-				ag[m] = _mm256_dpbusd_avx_epi32(ag[m], xb, wg);
+				ag[m] = _mm256_dpbusd_avx_epi32(ag[m], wg, xb);
 				if (two)
 					au[m] = _mm256_dpbusd_avx_epi32(au[m],
-								xb, wu);
+								wu, xb);
 			}
 #else
 			{
@@ -365,15 +367,16 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 		}
 	}
 #if YMM_VNNI
-	sg = _mm256_slli_epi32(sg, 7);
-	su = _mm256_slli_epi32(su, 7);
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
-		og[m] = _mm256_sub_epi32(ag[m], sg);
+		__m256i corr = _mm256_set1_epi32(128 * xsum[m][0]);
+
+		og[m] = _mm256_sub_epi32(ag[m], corr);
 		if (two)
-			ou[m] = _mm256_sub_epi32(au[m], su);
+			ou[m] = _mm256_sub_epi32(au[m], corr);
 	}
 #else
+	(void)xsum;
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		og[m] = red_pairs(ag[0][m], ag[1][m]);
@@ -610,7 +613,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			__m256i ig[MR], iu[MR];
 
 			mk_i8(a->gate->tiles + off, a->up->tiles + off,
-			      1, h, K / 64, x, M, ig, iu);
+			      1, h, K / 64, x, gs, M, ig, iu);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m256 s = _mm256_set1_ps(xs[m]);
@@ -741,7 +744,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 				if (q == KT_QUANT_INT8) {
 					__m256i d[MR];
 
-					mk_i8(tw, NULL, 0, h, P, x, M, d, NULL);
+					mk_i8(tw, NULL, 0, h, P, x, gs, M, d, NULL);
 #pragma GCC unroll 16
 					for (m = 0; m < M; m++)
 						r[m] = _mm256_fmadd_ps(

@@ -29,6 +29,7 @@ struct bench {
 	float *w, *y, *out;	/* out: [nw][T][I / nw] */
 	void **scratch;
 	double t_ns;
+	int only;		/* 1: gate+up only, 2: down only */
 };
 
 static unsigned int part(unsigned int n, unsigned int i, unsigned int k)
@@ -122,8 +123,10 @@ static int run_exec(struct kt_ctx *ctx, void *arg)
 	unsigned int r;
 
 	for (r = 0; r < b->reps; r++) {
-		core_ctx_run(ctx, job_gate_up, b);
-		core_ctx_run(ctx, job_down, b);
+		if (b->only != 2)
+			core_ctx_run(ctx, job_gate_up, b);
+		if (b->only != 1)
+			core_ctx_run(ctx, job_down, b);
 	}
 	b->t_ns = (double)(core_now_ns() - t0);
 	return 0;
@@ -221,7 +224,7 @@ int main(int argc, char **argv)
 	size_t total = 384ull << 20;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "q:T:H:I:t:i:m:")) != -1) {
+	while ((opt = getopt(argc, argv, "q:T:H:I:t:i:m:o:")) != -1) {
 		switch (opt) {
 		case 'q':
 			q = !strcmp(optarg, "int4") ? KT_QUANT_INT4 :
@@ -237,10 +240,12 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 'm': total = (size_t)atol(optarg) << 20; break;
+		case 'o': b.only = !strcmp(optarg, "gate_up") ? 1 : 2; break;
 		default:
 			fprintf(stderr, "usage: simd-bench [-q int8|int4|bf16] "
 				"[-T tokens] [-H hidden] [-I inter] "
-				"[-t threads] [-i isa] [-m weight MiB]\n");
+				"[-t threads] [-i isa] [-m weight MiB] "
+				"[-o gate_up|down]\n");
 			return 2;
 		}
 	}
@@ -265,6 +270,11 @@ int main(int argc, char **argv)
 	core_ctx_exec(ctx, run_exec, &b);
 	bytes = (double)b.l.total * b.n_exp * b.reps;
 	ops = 2.0 * 3.0 * H * I * (double)T * b.n_exp * b.reps;
+	if (b.only) {
+		/* gate+up is 2/3 of the bytes and ops, down 1/3 */
+		bytes *= b.only == 1 ? 2.0 / 3 : 1.0 / 3;
+		ops *= b.only == 1 ? 2.0 / 3 : 1.0 / 3;
+	}
 	printf("isa %s quant %s H %u I %u T %u threads %u experts %u\n",
 	       kt_isa_name(kt_ctx_isa(ctx)), kt_quant_name(q), H, I, T, b.nw,
 	       b.n_exp);
