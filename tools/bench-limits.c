@@ -5,6 +5,7 @@
  * same run; and the packed size of an expert, for the bytes touched.
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "tools/bench.h"
 #include "tools/sys.h"
@@ -24,52 +25,45 @@ static uint64_t bw_buffer_bytes(const struct bench_cfg *cfg)
 }
 
 /*
- * Each limit is the best of a few runs, as STREAM reports its best time:
- * a limit is an upper bound, and a run that shared the machine with
- * something else only understates it.
+ * Each limit is the median of a few short runs: on a shared machine single
+ * runs stray both ways (a run beside a noisy neighbour understates; we
+ * have also seen one read twice the usual bandwidth), and the median of
+ * five ignores two strays either way.
  */
-#define LIMIT_REPS	3
-/* Per run when --limit-ms is not given: three short runs beat one long. */
-#define LIMIT_BW_MS	300
-#define LIMIT_PEAK_MS	150
+#define LIMIT_REPS	5
+/* Per run when --limit-ms is not given. */
+#define LIMIT_BW_MS	200
+#define LIMIT_PEAK_MS	100
 
-static int best_bw(struct kt_ctx *ctx, uint64_t bytes, uint32_t ms,
-		   double *best)
+static int cmp_double(const void *a, const void *b)
 {
-	double v;
-	int i, ret;
+	double x = *(const double *)a, y = *(const double *)b;
 
-	*best = 0;
-	for (i = 0; i < LIMIT_REPS; i++) {
-		ret = kt_ctx_measure_read_bw(ctx, bytes, ms, &v);
-		if (ret)
-			return ret;
-		if (v > *best)
-			*best = v;
-	}
-	return 0;
+	return (x > y) - (x < y);
 }
 
-static int best_peak(struct kt_ctx *ctx, enum kt_quant q, uint32_t ms,
-		     double *best)
+/* @what: 0 read bandwidth, else the peak of that kt_quant. */
+static int median_limit(struct kt_ctx *ctx, int what, uint64_t bytes,
+			uint32_t ms, double *median)
 {
-	double v;
+	double v[LIMIT_REPS];
 	int i, ret;
 
-	*best = 0;
 	for (i = 0; i < LIMIT_REPS; i++) {
-		ret = kt_ctx_measure_peak(ctx, q, ms, &v);
+		ret = what ? kt_ctx_measure_peak(ctx, (enum kt_quant)what, ms,
+						 &v[i]) :
+			     kt_ctx_measure_read_bw(ctx, bytes, ms, &v[i]);
 		if (ret)
 			return ret;
-		if (v > *best)
-			*best = v;
 	}
+	qsort(v, LIMIT_REPS, sizeof(v[0]), cmp_double);
+	*median = v[LIMIT_REPS / 2];
 	return 0;
 }
 
 /**
  * bench_limits_measure() - read bandwidth and int8 / bf16 peaks of @ctx,
- *	each the best of LIMIT_REPS runs.
+ *	each the median of LIMIT_REPS runs.
  * @ctx: the context the cases run on (same workers, same ISA).
  * @cfg: --bw-size and --limit-ms.
  * @l: filled.
@@ -85,13 +79,15 @@ int bench_limits_measure(struct kt_ctx *ctx, const struct bench_cfg *cfg,
 	l->isa = kt_ctx_isa(ctx);
 	l->threads = kt_ctx_threads(ctx);
 	l->bw_bytes = bw_buffer_bytes(cfg);
-	ret = best_bw(ctx, l->bw_bytes, bw_ms, &l->read_gbps);
+	ret = median_limit(ctx, 0, l->bw_bytes, bw_ms, &l->read_gbps);
 	if (ret)
 		return ret;
-	ret = best_peak(ctx, KT_QUANT_INT8, peak_ms, &l->peak_int8_tops);
+	ret = median_limit(ctx, KT_QUANT_INT8, 0, peak_ms,
+			   &l->peak_int8_tops);
 	if (ret)
 		return ret;
-	return best_peak(ctx, KT_QUANT_BF16, peak_ms, &l->peak_bf16_tops);
+	return median_limit(ctx, KT_QUANT_BF16, 0, peak_ms,
+			    &l->peak_bf16_tops);
 }
 
 /**
