@@ -65,7 +65,7 @@ static void usage(FILE *f)
 "limits:\n"
 "      --limits          only measure read bandwidth and compute peaks\n"
 "      --bw-size SIZE    read-bandwidth buffer (default max(512M, 8x L3))\n"
-"      --limit-ms MS     time of each of the 3 runs per limit (300/150)\n"
+"      --limit-ms MS     time of each of the 5 runs per limit (200/100)\n"
 "other:\n"
 "      --op moe|nop      nop: submit -> completion round trip\n"
 "      --json            one JSON object per line\n"
