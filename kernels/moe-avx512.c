@@ -35,6 +35,55 @@ AI __m512i bcast32(const void *p)
 	return _mm512_set1_epi32(ld32(p));
 }
 
+/*
+ * Lines of the next weight block to pull into L2 while the current one is
+ * reused from cache: @n lines of each non-NULL stream per tile, starting at
+ * p[i] + t * n * 64 for tile t. With ~32 tokens per expert (prefill, top-k
+ * routing) a block gets only a few token passes; the first pass streams
+ * from DRAM at 8 tokens per line, faster than one core's share of the
+ * bandwidth, so it stalls unless the previous block's later passes fetched
+ * it. Prefetches only move data: results are unchanged.
+ */
+struct l2pf {
+	const uint8_t *p[2];
+	unsigned int n;
+};
+
+#define L2PF_NONE ((struct l2pf){ { NULL, NULL }, 0 })
+
+AI void l2pf_tile(const struct l2pf pf, unsigned int t)
+{
+	unsigned int i, s;
+
+	for (s = 0; s < 2; s++)
+		if (pf.p[s])
+			for (i = 0; i < pf.n; i++)
+				_mm_prefetch((const char *)pf.p[s] +
+					     ((size_t)t * pf.n + i) * 64,
+					     _MM_HINT_T1);
+}
+
+/*
+ * The share of pass @pass (of @passes over the current block) of the next
+ * block's @lines lines at @g / @u (NULL: none), spread over @nt tiles.
+ * Pass 0 streams the current block and prefetches nothing more.
+ */
+AI struct l2pf l2pf_share(const uint8_t *g, const uint8_t *u,
+			  unsigned int lines, unsigned int nt,
+			  unsigned int pass, unsigned int passes)
+{
+	struct l2pf pf = { { NULL, NULL }, 0 };
+	unsigned int share;
+
+	if (pass == 0 || passes < 2 || !nt)
+		return pf;
+	share = (lines + passes - 2) / (passes - 1);
+	pf.n = (share + nt - 1) / nt;
+	pf.p[0] = g ? g + (size_t)(pass - 1) * share * 64 : NULL;
+	pf.p[1] = u ? u + (size_t)(pass - 1) * share * 64 : NULL;
+	return pf;
+}
+
 /* ---- activation rows ------------------------------------------------------
  * INT8/INT4: K int8 values q = rint(x * 127 / amax), the f32 scale
  * amax / 127, then int32 sums of q: over the row (INT8) or each group
@@ -190,7 +239,7 @@ AI float act_scale(const uint8_t *row, unsigned int K)
 AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	      unsigned int nt, const uint8_t *const *x,
 	      const int32_t *const *xsum, const int M, __m512i *og,
-	      __m512i *ou)
+	      __m512i *ou, const struct l2pf pf)
 {
 	const int CH = M <= 3 ? 2 : 1;
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -207,6 +256,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 		const uint8_t *tg = gw + (size_t)t * 1024;
 		const uint8_t *tu = two ? uw + (size_t)t * 1024 : NULL;
 
+		l2pf_tile(pf, t);
 #pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			const int s = CH == 2 ? (j & 1) : 0;
@@ -256,7 +306,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
  */
 AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 	      const int32_t *const *gs, const float *ws, size_t ws_stride,
-	      unsigned int G, const int M, __m512 *out)
+	      unsigned int G, const int M, __m512 *out, const struct l2pf pf)
 {
 	const __m512i lo4 = _mm512_set1_epi8(0x0f);
 	__m512i al[MR], ah[MR];
@@ -272,6 +322,7 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 	for (t = 0; t < nt; t++) {
 		const uint8_t *tw = w + (size_t)t * 1024;
 
+		l2pf_tile(pf, t);
 #pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			__m512i wv = _mm512_loadu_si512(tw + j * 64);
@@ -349,7 +400,7 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 /* BF16, one matrix or (@two) two, accumulating into og/ou. */
 AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 		unsigned int nt, const uint8_t *const *x, const int M,
-		__m512 *og, __m512 *ou)
+		__m512 *og, __m512 *ou, const struct l2pf pf)
 {
 	/* two chains only while they fit: 2 x 2 x M accumulators */
 	const int CH = M <= 3 ? 2 : 1;
@@ -370,6 +421,7 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 		const uint8_t *tg = gw + (size_t)t * 1024;
 		const uint8_t *tu = two ? uw + (size_t)t * 1024 : NULL;
 
+		l2pf_tile(pf, t);
 #pragma GCC unroll 16
 		for (j = 0; j < 16; j++) {
 			const int s = CH == 2 ? (j & 1) : 0;
@@ -425,8 +477,19 @@ void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
 /* ---- gate + up ------------------------------------------------------------ */
 
 AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
-		 unsigned int nb, unsigned int i0, const int M)
+		 unsigned int nb, unsigned int i0, unsigned int passes,
+		 const int M)
 {
+	/* tiles of one row block per matrix; the next block follows it */
+	const unsigned int nt = a->K / (q == KT_QUANT_INT8 ? 64 :
+					q == KT_QUANT_INT4 ? 128 : 32);
+	const size_t bb = (size_t)nt * 1024;
+	const bool more = nb + 1 < a->n1 / 16;
+	const uint8_t *ng = more ? a->gate->tiles + (nb + 1) * bb : NULL;
+	const uint8_t *nu = more ? a->up->tiles + (nb + 1) * bb : NULL;
+	struct l2pf pfgu = l2pf_share(ng, nu, nt * 16, nt, i0 / MR, passes);
+	struct l2pf pfg = l2pf_share(ng, NULL, nt * 16, nt, i0 / MR, passes);
+	struct l2pf pfu = l2pf_share(nu, NULL, nt * 16, nt, i0 / MR, passes);
 	const uint8_t *x[MR];
 	const int32_t *gs[MR];
 	float xs[MR];
@@ -449,7 +512,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			__m512i ig[MR], iu[MR];
 
 			mk_i8(a->gate->tiles + off, a->up->tiles + off, 1,
-			      K / 64, x, gs, M, ig, iu);
+			      K / 64, x, gs, M, ig, iu, pfgu);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m512 s = _mm512_set1_ps(xs[m]);
@@ -463,9 +526,11 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			size_t off = (size_t)nb * (K / 128) * 1024;
 
 			mk_i4(a->gate->tiles + off, K / 128, x, gs,
-			      a->gate->scales + nb * 16, a->N, a->group, M, g);
+			      a->gate->scales + nb * 16, a->N, a->group, M, g,
+			      pfg);
 			mk_i4(a->up->tiles + off, K / 128, x, gs,
-			      a->up->scales + nb * 16, a->N, a->group, M, u);
+			      a->up->scales + nb * 16, a->N, a->group, M, u,
+			      pfu);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m512 s = _mm512_set1_ps(xs[m]);
@@ -480,7 +545,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			for (m = 0; m < M; m++)
 				g[m] = u[m] = _mm512_setzero_ps();
 			mk_bf16(a->gate->tiles + off, a->up->tiles + off, 1,
-				K / 32, x, M, g, u);
+				K / 32, x, M, g, u, pfgu);
 		}
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
@@ -510,12 +575,12 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
  */
 static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 {
-	unsigned int nb, i0, mr;
+	unsigned int nb, i0, mr, passes = (a->m + MR - 1) / MR;
 
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++)
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(gu_block, mr, a, q, nb, i0);
+			DISPATCH_M(gu_block, mr, a, q, nb, i0, passes);
 		}
 }
 
@@ -578,7 +643,8 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 			if (q == KT_QUANT_INT8) {
 				__m512i d[MR];
 
-				mk_i8(tw, NULL, 0, P, x, gs, M, d, NULL);
+				mk_i8(tw, NULL, 0, P, x, gs, M, d, NULL,
+				      L2PF_NONE);
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_fmadd_ps(
@@ -588,7 +654,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 			} else if (q == KT_QUANT_INT4) {
 				mk_i4(tw, P, x, gs, a->down->scales + nb * 16 +
 				      (size_t)(c * a->kc / a->group) * a->N,
-				      a->N, a->group, M, r);
+				      a->N, a->group, M, r, L2PF_NONE);
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_fmadd_ps(r[m], xs[m],
@@ -598,7 +664,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_loadu_ps(pp + m * nsub);
-				mk_bf16(tw, NULL, 0, P, x, M, r, NULL);
+				mk_bf16(tw, NULL, 0, P, x, M, r, NULL, L2PF_NONE);
 			}
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++)
