@@ -82,6 +82,12 @@ struct kern_down_args {
 	float *y;
 	size_t y_stride;		/* floats */
 	void *scratch;			/* per worker, scratch_bytes() */
+	/*
+	 * Optional hint, may be NULL: the matrix of the executor's next down
+	 * call (same n0, n1, k0, k1). A kernel may prefetch its tiles while
+	 * it reuses its own from cache; it must not depend on it otherwise.
+	 */
+	const struct core_mat *next_down;
 };
 
 /*

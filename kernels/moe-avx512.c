@@ -49,8 +49,6 @@ struct l2pf {
 	unsigned int n;
 };
 
-#define L2PF_NONE ((struct l2pf){ { NULL, NULL }, 0 })
-
 AI void l2pf_tile(const struct l2pf pf, unsigned int t)
 {
 	unsigned int i, s;
@@ -607,7 +605,7 @@ void kern_gate_up_bf16_avx512(const struct kern_gate_up_args *a)
 
 AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 		   unsigned int i0, unsigned int ns0, unsigned int ns1,
-		   float *part, const int M)
+		   float *part, unsigned int passes, const int M)
 {
 	const unsigned int kt = q == KT_QUANT_INT8 ? 64 :
 				q == KT_QUANT_INT4 ? 128 : 32;
@@ -638,13 +636,16 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 			const uint8_t *tw = a->down->tiles +
 				((size_t)c * NB * P + (size_t)nb * P) * 1024;
 			float *pp = part + (nb * 16 - ns0);
+			/* later passes fetch the next call's same tiles */
+			struct l2pf pf = l2pf_share(a->next_down ?
+				a->next_down->tiles + (tw - a->down->tiles) :
+				NULL, NULL, P * 16, P, i0 / MR, passes);
 			__m512 r[MR];
 
 			if (q == KT_QUANT_INT8) {
 				__m512i d[MR];
 
-				mk_i8(tw, NULL, 0, P, x, gs, M, d, NULL,
-				      L2PF_NONE);
+				mk_i8(tw, NULL, 0, P, x, gs, M, d, NULL, pf);
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_fmadd_ps(
@@ -654,7 +655,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 			} else if (q == KT_QUANT_INT4) {
 				mk_i4(tw, P, x, gs, a->down->scales + nb * 16 +
 				      (size_t)(c * a->kc / a->group) * a->N,
-				      a->N, a->group, M, r, L2PF_NONE);
+				      a->N, a->group, M, r, pf);
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_fmadd_ps(r[m], xs[m],
@@ -664,7 +665,7 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++)
 					r[m] = _mm512_loadu_ps(pp + m * nsub);
-				mk_bf16(tw, NULL, 0, P, x, M, r, NULL, L2PF_NONE);
+				mk_bf16(tw, NULL, 0, P, x, M, r, NULL, pf);
 			}
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++)
@@ -692,13 +693,14 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 static void down(const struct kern_down_args *a, enum kt_quant q)
 {
 	float *part = a->scratch;
-	unsigned int i0, mr, ns0, ns1;
+	unsigned int i0, mr, ns0, ns1, passes = (a->m + MR - 1) / MR;
 
 	for (ns0 = a->n0; ns0 < a->n1; ns0 = ns1) {
 		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(down_block, mr, a, q, i0, ns0, ns1, part);
+			DISPATCH_M(down_block, mr, a, q, i0, ns0, ns1, part,
+				   passes);
 		}
 	}
 }

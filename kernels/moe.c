@@ -571,6 +571,12 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 				.y_rows = n->slot_tok + gr->slot0,
 				.w = n->slot_w + gr->slot0, .y = n->ypart,
 				.y_stride = j->H, .scratch = scratch,
+				/* the next expert's tiles of this column
+				 * block can be fetched while this one's
+				 * are reused (kernels prefetch into L2) */
+				.next_down = g + 1 < n->n_groups ?
+					&j->experts[n->groups[g + 1].expert].down :
+					NULL,
 			};
 
 			if (j->qo->down_many && gr->m >= j->qo->many_min_m)
