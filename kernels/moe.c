@@ -29,6 +29,15 @@
 
 #define CACHELINE 64
 
+/*
+ * Floats of padding after each partial y row. Rows of H = 2048 floats are
+ * 8 KiB apart, so a down task's column block of every token fell into the
+ * same few cache sets (1/8 of L2's): the block's y rows, read and written
+ * once per expert, thrashed. One line of padding spreads them (a small
+ * gain at T = 512, within the noise of one run).
+ */
+#define MOE_YPART_PAD	16u
+
 /* One expert's slots in a token chunk, cut at KERN_MAX_M. */
 struct moe_group {
 	uint32_t expert;
@@ -77,7 +86,7 @@ struct moe_node {
 	uint32_t *done;		/* [groups][chunks] blocks finished */
 	float *a;		/* [slots][slice] */
 	uint8_t *aact;		/* [slots][arb] */
-	float *ypart;		/* [tokens][hidden] */
+	float *ypart;		/* [tokens][hidden + MOE_YPART_PAD] */
 	uint8_t *wscratch;	/* [threads][wsb] */
 };
 
@@ -132,7 +141,7 @@ static size_t node_layout(struct moe_node *n, uint8_t *p,
 	CARVE(done, (size_t)max_groups(d) * d->chunks * 4);
 	CARVE(a, (size_t)d->slots * d->slice * 4);
 	CARVE(aact, (size_t)d->slots * d->arb);
-	CARVE(ypart, (size_t)d->tokens * d->hidden * 4);
+	CARVE(ypart, (size_t)d->tokens * (d->hidden + MOE_YPART_PAD) * 4);
 	CARVE(wscratch, (size_t)d->threads * d->wsb);
 #undef CARVE
 	return off;
@@ -511,14 +520,15 @@ static void store_rows(const struct moe_job *j, unsigned int n0,
 
 		for (c0 = n0; c0 < n1; c0 += len) {
 			const float *v = j->priv->nodes[0]->ypart +
-				(size_t)t * j->H + c0;
+				(size_t)t * (j->H + MOE_YPART_PAD) + c0;
 
 			len = n1 - c0 < 256 ? n1 - c0 : 256;
 			if (n_src > 1) {
 				memcpy(sum, v, len * 4);
 				for (s = 1; s < n_src; s++) {
 					const float *p = j->priv->nodes[s]->ypart +
-						(size_t)t * j->H + c0;
+						(size_t)t * (j->H + MOE_YPART_PAD) +
+						c0;
 
 					for (c = 0; c < len; c++)
 						sum[c] += p[c];
@@ -558,7 +568,8 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 		unsigned int n0 = t * n->cb, n1 = n0 + n->cb, i, g;
 
 		for (i = 0; i < j->tc; i++)
-			memset(n->ypart + (size_t)i * j->H + n0, 0, n->cb * 4);
+			memset(n->ypart + (size_t)i * (j->H + MOE_YPART_PAD) +
+			       n0, 0, n->cb * 4);
 		for (g = 0; n->i1 > n->i0 && g < n->n_groups; g++) {
 			const struct moe_group *gr = &n->groups[g];
 			struct kern_down_args da = {
@@ -570,7 +581,8 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 				.act_stride = n->d.arb, .m = gr->m,
 				.y_rows = n->slot_tok + gr->slot0,
 				.w = n->slot_w + gr->slot0, .y = n->ypart,
-				.y_stride = j->H, .scratch = scratch,
+				.y_stride = j->H + MOE_YPART_PAD,
+				.scratch = scratch,
 				/* the next expert's tiles of this column
 				 * block can be fetched while this one's
 				 * are reused (kernels prefetch into L2) */
