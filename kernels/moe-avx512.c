@@ -649,9 +649,12 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 			 * are adjacent), as gate and up in gate_up: each
 			 * activation broadcast feeds two dot products instead
 			 * of one. Every block's sums are formed exactly as in
-			 * the one-block path, so results are unchanged.
+			 * the one-block path, so results are unchanged. Only
+			 * with more than one pass (compute-bound); few tokens
+			 * keep the one-block stream that decode was tuned on.
 			 */
-			if (q != KT_QUANT_INT4 && nb + 1 < ns1 / 16) {
+			if (q != KT_QUANT_INT4 && passes > 1 &&
+			    nb + 1 < ns1 / 16) {
 				pf = l2pf_share(nw, NULL, 2 * P * 16, P,
 						i0 / MR, passes);
 				if (q == KT_QUANT_INT8) {
