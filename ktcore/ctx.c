@@ -139,13 +139,11 @@ void core_leader_loop(struct core_worker *w)
 		 * publishing sq_tail and reading workers_asleep (W3) */
 		kt_smp_mb();
 		if (!rings_pending(ctx) && !kt_load_relaxed(&ctx->stop)) {
-			__atomic_store_n(&w->sleeps, w->sleeps + 1,
-					 __ATOMIC_RELAXED);
+			core_stat_add(&w->sleeps, 1);
 			core_futex_wait(&ctx->wake_seq, seq);
 		}
 		kt_store_release(&ctx->workers_asleep, 0);
-		__atomic_store_n(&w->spin_ns, w->spin_ns + (now - t0),
-				 __ATOMIC_RELAXED);
+		core_stat_add(&w->spin_ns, now - t0);
 		t0 = core_now_ns();
 	}
 }

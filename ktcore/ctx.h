@@ -95,6 +95,8 @@ void core_leader_loop(struct core_worker *w);
 /* kt_ring_init() with every index starting at @start (tests wrap-around) */
 int core_ring_init_at(struct kt_ctx *ctx, unsigned int entries,
 		      struct kt_ring *ring, uint32_t start);
+/* bump a worker counter: single writer, read concurrently (relaxed) */
+void core_stat_add(uint64_t *c, uint64_t v);
 int core_futex_wait(uint32_t *addr, uint32_t val);
 void core_futex_wake(uint32_t *addr, int n);
 

@@ -36,7 +36,7 @@ void core_futex_wake(uint32_t *addr, int n)
 	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-static void stat_add(uint64_t *c, uint64_t v)
+void core_stat_add(uint64_t *c, uint64_t v)
 {
 	/* single writer: a relaxed store is enough for concurrent readers */
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v,
@@ -48,8 +48,8 @@ static void run_job(struct core_worker *w, core_job_fn fn, void *arg)
 	uint64_t t0 = core_now_ns();
 
 	fn(arg, &w->info);
-	stat_add(&w->busy_ns, core_now_ns() - t0);
-	stat_add(&w->tasks, 1);
+	core_stat_add(&w->busy_ns, core_now_ns() - t0);
+	core_stat_add(&w->tasks, 1);
 }
 
 void core_ctx_run(struct kt_ctx *ctx, core_job_fn fn, void *arg)
@@ -107,14 +107,14 @@ static void worker_loop(struct core_worker *w)
 			kt_smp_mb();
 			if (kt_load_relaxed(&ctx->job_seq) == seen &&
 			    kt_load_relaxed(&ctx->stop) < CORE_STOP_WORKERS) {
-				stat_add(&w->sleeps, 1);
+				core_stat_add(&w->sleeps, 1);
 				core_futex_wait(&ctx->job_seq, seen);
 			}
 			__atomic_sub_fetch(&ctx->job_sleepers, 1,
 					   __ATOMIC_RELAXED);
 			t0 = now = core_now_ns();
 		}
-		stat_add(&w->spin_ns, core_now_ns() - t0);
+		core_stat_add(&w->spin_ns, core_now_ns() - t0);
 		if (seq == seen)
 			return;		/* stopped */
 		seen = seq;

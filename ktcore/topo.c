@@ -92,7 +92,7 @@ static int fake_split(struct core_topo *t, unsigned int parts)
 /* Keep @threads workers in all, spread over nodes in proportion to cores. */
 static void trim_threads(struct core_topo *t, unsigned int threads)
 {
-	unsigned int total = 0, i, given = 0;
+	unsigned int total = 0, i;
 
 	for (i = 0; i < t->n_nodes; i++)
 		total += t->n_cpus[i];
@@ -109,7 +109,6 @@ static void trim_threads(struct core_topo *t, unsigned int threads)
 		if (!want)
 			want = 1;
 		t->n_cpus[i] = want;
-		given += want;
 	}
 }
 
