@@ -9,7 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <kt/kt.h>
-#include "ktcore/model.h"
+
+/* One packed matrix of one expert: tiles, then f32 scales (none for BF16). */
+struct kern_mat {
+	const uint8_t *tiles;
+	const float *scales;
+};
 
 /* Most tokens one gate_up/down call gets; the executor splits longer lists. */
 #define KERN_MAX_M	256
@@ -36,8 +41,8 @@ struct kern_geom {
  * (one row of K = H, made by act_prepare), in f32.
  */
 struct kern_gate_up_args {
-	const struct core_mat *gate;	/* whole matrix, [N = I][K = H] */
-	const struct core_mat *up;
+	const struct kern_mat *gate;	/* whole matrix, [N = I][K = H] */
+	const struct kern_mat *up;
 	unsigned int N;			/* I */
 	unsigned int K;			/* H */
 	unsigned int group;		/* INT4 group, else 0 */
@@ -67,7 +72,7 @@ struct kern_gate_up_args {
  * count (Documentation/kernels.md).
  */
 struct kern_down_args {
-	const struct core_mat *down;	/* whole matrix, [N = H][K = I] */
+	const struct kern_mat *down;	/* whole matrix, [N = H][K = I] */
 	unsigned int N;			/* H */
 	unsigned int K;			/* I */
 	unsigned int kc;		/* KC */
@@ -87,7 +92,7 @@ struct kern_down_args {
 	 * call (same n0, n1, k0, k1). A kernel may prefetch its tiles while
 	 * it reuses its own from cache; it must not depend on it otherwise.
 	 */
-	const struct core_mat *next_down;
+	const struct kern_mat *next_down;
 };
 
 /*
@@ -156,6 +161,17 @@ kern_quant_ops_get(const struct kern_ops *ops, enum kt_quant q)
 		return NULL;
 	return &ops->q[q];
 }
+
+/*
+ * The measurement loops of an ISA (kernels/simd.h has each one's contract):
+ * a read loop returns a fold of what it read; a peak loop runs @iters
+ * rounds and returns the multiply-adds done. Any @isa is accepted: the
+ * scalar loops stand in for variants without their own.
+ */
+typedef uint64_t (*kern_read_fn)(const void *p, size_t bytes);
+typedef uint64_t (*kern_peak_fn)(uint64_t iters, uint64_t *sink);
+kern_read_fn kern_read_for(enum kt_isa isa);
+kern_peak_fn kern_peak_for(enum kt_isa isa, enum kt_quant q);
 
 /*
  * silu(g) = g / (1 + exp(-g)) with libm's expf: the oracle's definition.

@@ -296,7 +296,7 @@ static void AMX_NAME(gate_up_bf16)(const struct kern_gate_up_args *a)
  * Uses C0 = A4.B6 and C2 = A5.B6 for one matrix at a time.
  */
 static void amx_i4_matrix(const struct kern_gate_up_args *a,
-			  const struct core_mat *mat, unsigned int nb,
+			  const struct kern_mat *mat, unsigned int nb,
 			  const struct amx_scratch *s, float *res)
 {
 	unsigned int K = a->K, G = a->group, mp = amx_mpad(a->m);

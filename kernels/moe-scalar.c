@@ -152,7 +152,7 @@ static float dot_tile_bf16(const uint8_t *t, unsigned int r,
 }
 
 /* gate or up row n times activation row x, in f32, row-block-major. */
-static float row_dot_int8(const struct core_mat *m, unsigned int K,
+static float row_dot_int8(const struct kern_mat *m, unsigned int K,
 			  unsigned int n, const uint8_t *x)
 {
 	int32_t acc = 0;
@@ -164,7 +164,7 @@ static float row_dot_int8(const struct core_mat *m, unsigned int K,
 	return (float)acc * (act_scale(x, K) * m->scales[n]);
 }
 
-static float row_dot_int4(const struct core_mat *m, unsigned int N,
+static float row_dot_int4(const struct kern_mat *m, unsigned int N,
 			  unsigned int K, unsigned int group, unsigned int n,
 			  const uint8_t *x)
 {
@@ -182,7 +182,7 @@ static float row_dot_int4(const struct core_mat *m, unsigned int N,
 	return acc * act_scale(x, K);
 }
 
-static float row_dot_bf16(const struct core_mat *m, unsigned int K,
+static float row_dot_bf16(const struct kern_mat *m, unsigned int K,
 			  unsigned int n, const uint8_t *x)
 {
 	float acc = 0.0f;

@@ -6,7 +6,6 @@
 #include <math.h>
 
 #include "kernels/kern.h"
-#include "ktcore/core.h"
 
 /*
  * Strong references: a program linking libkt.a statically pulls in every
@@ -38,18 +37,4 @@ const struct kern_ops *kern_ops_get(enum kt_isa isa)
 float kern_silu_f32(float g)
 {
 	return g / (1.0f + expf(-g));
-}
-
-KT_EXPORT const char *kt_quant_name(enum kt_quant q)
-{
-	switch (q) {
-	case KT_QUANT_INT8:
-		return "int8";
-	case KT_QUANT_INT4:
-		return "int4";
-	case KT_QUANT_BF16:
-		return "bf16";
-	default:
-		return "?";
-	}
 }

@@ -36,13 +36,13 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 	}
 	switch (q) {
 	case KT_QUANT_INT8:
-		l->kt = 64;
+		l->kt = KERN_TILE_K_INT8;
 		tb = nk;
 		sgu = (size_t)inter * 4;
 		sdn = (size_t)hidden * 4;
 		break;
 	case KT_QUANT_BF16:
-		l->kt = 32;
+		l->kt = KERN_TILE_K_BF16;
 		tb = nk * 2;
 		sgu = 0;
 		sdn = 0;
@@ -55,7 +55,7 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 			return -EINVAL;
 		}
 		l->group = group;
-		l->kt = 128;
+		l->kt = KERN_TILE_K_INT4;
 		tb = nk / 2;
 		/* gate/up: K = H; down: K = I */
 		sgu = (size_t)(hidden / group) * inter * 4;
@@ -520,7 +520,7 @@ int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
 }
 
 void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,
-		   const uint8_t *blob, struct core_mat *mat)
+		   const uint8_t *blob, struct kern_mat *mat)
 {
 	mat->tiles = blob + l->tiles_off[id];
 	mat->scales = l->scales_bytes[id] ?

@@ -11,10 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <kt/kt.h>
-#include "ktcore/model.h"
 
-#define KERN_TILE_BYTES		1024
-#define KERN_TILE_ROWS		16
+#include "kernels/kern.h"
+#include "kernels/layout.h"
+
 #define KERN_PACK_MAX_RANGES	6
 
 enum kern_mat_id {
@@ -86,7 +86,7 @@ int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
 
 /* Point @mat at matrix @id of the blob at @blob. */
 void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,
-		   const uint8_t *blob, struct core_mat *mat);
+		   const uint8_t *blob, struct kern_mat *mat);
 
 /*
  * kern_pack_get() - dequantized element (n, k) of matrix @id of @blob:

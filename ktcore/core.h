@@ -81,13 +81,10 @@ void core_logv_global(enum kt_log_level level, const char *fmt, ...)
 /* CPU features: KT_CPU_* usable now; AMX permission is requested once. */
 uint32_t core_cpu_flags(void);
 enum kt_isa core_isa_best(uint32_t cpu_flags);
-/* 0 when @isa runs with @cpu_flags, else -EOPNOTSUPP. */
-int core_isa_supported(enum kt_isa isa, uint32_t cpu_flags);
+/* @isa is a variant (not AUTO) that a CPU with @cpu_flags runs. */
+bool core_isa_runs(enum kt_isa isa, uint32_t cpu_flags);
 /* Parse a KT_ISA spelling; -EINVAL when unknown. */
 int core_isa_parse(const char *name, enum kt_isa *isa);
-
-/* The host part of kt_sysinfo_get(): CPU, NUMA, hugepages, io_uring. */
-int core_sysinfo_fill(struct kt_sysinfo *si);
 
 /* The CPU brand string. */
 void core_cpu_model(char *buf, size_t n);

@@ -136,11 +136,11 @@ void core_cpu_model(char *buf, size_t n)
 	snprintf(buf, n, "%.48s", s);
 }
 
-int core_isa_supported(enum kt_isa isa, uint32_t flags)
+bool core_isa_runs(enum kt_isa isa, uint32_t flags)
 {
 	if (isa <= KT_ISA_AUTO || isa >= KT_ISA_COUNT)
-		return -EINVAL;
-	return (flags & isa_needs[isa]) == isa_needs[isa] ? 0 : -EOPNOTSUPP;
+		return false;
+	return (flags & isa_needs[isa]) == isa_needs[isa];
 }
 
 enum kt_isa core_isa_best(uint32_t flags)
@@ -148,7 +148,7 @@ enum kt_isa core_isa_best(uint32_t flags)
 	int isa;
 
 	for (isa = KT_ISA_COUNT - 1; isa > KT_ISA_SCALAR; isa--)
-		if (!core_isa_supported((enum kt_isa)isa, flags))
+		if (core_isa_runs((enum kt_isa)isa, flags))
 			return (enum kt_isa)isa;
 	return KT_ISA_SCALAR;
 }
@@ -171,4 +171,18 @@ KT_EXPORT const char *kt_isa_name(enum kt_isa isa)
 	if ((int)isa < 0 || isa >= KT_ISA_COUNT)
 		return "?";
 	return isa_names[isa];
+}
+
+KT_EXPORT const char *kt_quant_name(enum kt_quant q)
+{
+	switch (q) {
+	case KT_QUANT_INT8:
+		return "int8";
+	case KT_QUANT_INT4:
+		return "int4";
+	case KT_QUANT_BF16:
+		return "bf16";
+	default:
+		return "?";
+	}
 }

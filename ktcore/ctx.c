@@ -170,7 +170,7 @@ static int ctx_pick_isa(struct kt_ctx *ctx, enum kt_isa want,
 		return -EINVAL;
 	}
 	if (want != KT_ISA_AUTO) {
-		if (core_isa_supported(want, ctx->cpu_flags)) {
+		if (!core_isa_runs(want, ctx->cpu_flags)) {
 			core_log(ctx, KT_LOG_ERROR,
 				 "ISA %s was asked for but this CPU cannot run it (see 'kt info')",
 				 kt_isa_name(want));
@@ -186,7 +186,7 @@ static int ctx_pick_isa(struct kt_ctx *ctx, enum kt_isa want,
 		return 0;
 	}
 	for (isa = core_isa_best(ctx->cpu_flags); isa > KT_ISA_SCALAR; isa--)
-		if (!core_isa_supported((enum kt_isa)isa, ctx->cpu_flags) &&
+		if (core_isa_runs((enum kt_isa)isa, ctx->cpu_flags) &&
 		    (!available || available((enum kt_isa)isa)))
 			break;
 	ctx->isa = (enum kt_isa)isa;

@@ -2,7 +2,7 @@
 /*
  * model.h - the in-memory form of a model: geometry plus pointers to each
  * expert's packed matrices (layout: Documentation/packed-layout.md).
- * Built by loader/ (kt_model_create, kt_model_open), read by kernels/.
+ * Built by loader/ (kt_model_create, kt_model_open), run by the executor.
  */
 #ifndef KT_CORE_MODEL_H
 #define KT_CORE_MODEL_H
@@ -11,16 +11,12 @@
 #include <stdbool.h>
 #include <kt/kt.h>
 
-/* One packed matrix of one expert: tiles, then f32 scales (none for BF16). */
-struct core_mat {
-	const uint8_t *tiles;
-	const float *scales;
-};
+#include "kernels/kern.h"
 
 struct core_expert {
-	struct core_mat gate;	/* [inter][hidden], row-block-major */
-	struct core_mat up;	/* [inter][hidden], row-block-major */
-	struct core_mat down;	/* [hidden][inter], k-chunk-major */
+	struct kern_mat gate;	/* [inter][hidden], row-block-major */
+	struct kern_mat up;	/* [inter][hidden], row-block-major */
+	struct kern_mat down;	/* [hidden][inter], k-chunk-major */
 	bool present;		/* false: lives elsewhere, skipped */
 };
 

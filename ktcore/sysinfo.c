@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * sysinfo.c - what the host offers kt: CPU features and model, NUMA nodes
- * and their physical cores, free hugepages per size, io_uring.
+ * and their physical cores, free hugepages per size, io_uring, the CUDA
+ * driver (kt_sysinfo_get).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "gpu/gpu.h"
 #include "ktcore/ctx.h"
 
 static uint64_t read_u64(const char *path)
@@ -74,7 +76,7 @@ static bool io_uring_works(void)
 	return true;
 }
 
-int core_sysinfo_fill(struct kt_sysinfo *si)
+static int core_sysinfo_fill(struct kt_sysinfo *si)
 {
 	struct kt_ctx_opts o = { .sz = sizeof(o) };
 	struct core_topo t;
@@ -100,5 +102,22 @@ int core_sysinfo_fill(struct kt_sysinfo *si)
 	core_topo_free(&t);
 	hugepages_fill(si);
 	si->io_uring = io_uring_works();
+	return 0;
+}
+
+KT_EXPORT int kt_sysinfo_get(struct kt_sysinfo *si)
+{
+	struct gpu_probe gp;
+	int ret;
+
+	if (!si)
+		return -EINVAL;
+	ret = core_sysinfo_fill(si);
+	if (ret)
+		return ret;
+	gpu_probe(&gp);
+	si->cuda_driver = gp.driver;
+	si->cuda_version = gp.version;
+	si->cuda_devices = gp.devices;
 	return 0;
 }

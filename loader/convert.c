@@ -23,7 +23,7 @@
 #include "loader/io.h"
 #include "loader/ktw.h"
 #include "loader/safetensors.h"
-#include "uring/crc32c.h"
+#include "kernels/crc32c.h"
 
 enum { STYLE_MLP, STYLE_MIXTRAL };
 
@@ -346,7 +346,7 @@ static int conv_one(struct conv *c, struct conv_scratch *s, uint64_t i)
 			return ldr_err(ret, "packing %s failed: %s", m[id].w->name,
 				       strerror(-ret));
 	}
-	ent->crc = ur_crc32c(0, s->blob, c->hdr.expert_bytes);
+	ent->crc = kern_crc32c(0, s->blob, c->hdr.expert_bytes);
 	ret = ldr_pwrite_full(c->fd, s->blob, c->hdr.blob_stride, ent->offset);
 	if (ret)
 		return ldr_err(ret, "%s: write: %s", c->o->output, strerror(-ret));

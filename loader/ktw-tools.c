@@ -19,7 +19,7 @@
 #include "loader/io.h"
 #include "loader/ktw.h"
 #include "loader/mem.h"
-#include "uring/crc32c.h"
+#include "kernels/crc32c.h"
 #include "uring/reader.h"
 
 KT_EXPORT int kt_ktw_inspect(const char *path, struct kt_ktw_info *info,
@@ -92,7 +92,7 @@ static int check_span(void *arg, size_t idx, const struct ur_span *s)
 	if (idx < c->span_base)
 		return 0;
 	e = &c->k->table[c->first + idx - c->span_base];
-	crc = ur_crc32c(0, s->dst, c->k->hdr.expert_bytes);
+	crc = kern_crc32c(0, s->dst, c->k->hdr.expert_bytes);
 	if (crc == e->crc)
 		return 0;
 	if (!c->bad) {

@@ -16,7 +16,7 @@
 #include "loader/error.h"
 #include "loader/io.h"
 #include "loader/ktw.h"
-#include "uring/crc32c.h"
+#include "kernels/crc32c.h"
 
 #define KTW_MAX_ENTRIES	(1u << 22)	/* 128 MiB of table at most */
 
@@ -52,8 +52,8 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 	 * points at the whole 4 KiB header page */
 	tmp = *h;
 	tmp.header_crc = 0;
-	crc = ur_crc32c(0, &tmp, sizeof(tmp));
-	crc = ur_crc32c(crc, (const uint8_t *)h + sizeof(tmp),
+	crc = kern_crc32c(0, &tmp, sizeof(tmp));
+	crc = kern_crc32c(crc, (const uint8_t *)h + sizeof(tmp),
 			h->header_size - sizeof(tmp));
 	if (crc != h->header_crc)
 		return ldr_err(-EINVAL, "header checksum mismatch (%08x, expected %08x)",
@@ -127,8 +127,8 @@ int ldr_ktw_check_meta(const struct ktw_header *h, const int32_t *layer_ids,
 	uint64_t n = (uint64_t)h->n_layers * h->n_experts, i, next = h->data_off;
 	uint32_t crc;
 
-	crc = ur_crc32c(0, layer_ids, 4ull * h->n_layers);
-	crc = ur_crc32c(crc, table, n * sizeof(*table));
+	crc = kern_crc32c(0, layer_ids, 4ull * h->n_layers);
+	crc = kern_crc32c(crc, table, n * sizeof(*table));
 	if (crc != h->meta_crc)
 		return ldr_err(-EINVAL, "layer list/table checksum mismatch (%08x, expected %08x)",
 			       crc, h->meta_crc);
@@ -202,10 +202,10 @@ void ldr_ktw_seal(struct ktw_header *h, const int32_t *layer_ids,
 	uint64_t n = (uint64_t)h->n_layers * h->n_experts;
 	uint32_t crc;
 
-	crc = ur_crc32c(0, layer_ids, 4ull * h->n_layers);
-	h->meta_crc = ur_crc32c(crc, table, n * sizeof(*table));
+	crc = kern_crc32c(0, layer_ids, 4ull * h->n_layers);
+	h->meta_crc = kern_crc32c(crc, table, n * sizeof(*table));
 	h->header_crc = 0;
-	h->header_crc = ur_crc32c(0, h, sizeof(*h));
+	h->header_crc = kern_crc32c(0, h, sizeof(*h));
 }
 
 int ldr_ktw_open(const char *path, int extra_flags, struct ldr_ktw **out)

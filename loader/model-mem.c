@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "kernels/moe.h"
+#include "ktcore/moe.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
@@ -194,7 +194,7 @@ KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
 			m->resident_bytes += l.total;
 		}
 	}
-	ret = kern_moe_reserve(ctx, m);
+	ret = core_moe_reserve(ctx, m);
 	if (ret)
 		goto err_release;
 	*out = m;

@@ -13,14 +13,14 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
-#include "kernels/moe.h"
+#include "ktcore/moe.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
 #include "loader/error.h"
 #include "loader/ktw.h"
 #include "loader/mem.h"
-#include "uring/crc32c.h"
+#include "kernels/crc32c.h"
 #include "uring/reader.h"
 
 static __thread struct kt_load_stats last_stats;
@@ -83,7 +83,7 @@ static int span_done(void *arg, size_t idx, const struct ur_span *s)
 
 	if (!v->verify)
 		return 0;
-	crc = ur_crc32c(0, s->dst, v->k->hdr.expert_bytes);
+	crc = kern_crc32c(0, s->dst, v->k->hdr.expert_bytes);
 	if (crc != v->k->table[i].crc) {
 		/* may run on the reader's helper thread: the message (thread
 		 * local) is written by the caller */
@@ -255,7 +255,7 @@ static void *crc_thread(void *arg)
 
 	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) <
 	       j->k->n_entries) {
-		uint32_t crc = ur_crc32c(0, j->base + j->k->table[i].offset,
+		uint32_t crc = kern_crc32c(0, j->base + j->k->table[i].offset,
 					 j->k->hdr.expert_bytes);
 
 		if (crc != j->k->table[i].crc) {
@@ -399,7 +399,7 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	m->priv = p;
 	m->release = model_release;
 	p = NULL;
-	ret = kern_moe_reserve(ctx, m);
+	ret = core_moe_reserve(ctx, m);
 	if (ret) {
 		ldr_err(ret, "%s: no kernels for %s on this context", path,
 			kt_quant_name(m->quant));

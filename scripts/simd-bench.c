@@ -22,7 +22,7 @@ struct bench {
 	struct kern_pack_layout l;
 	unsigned int n_exp, T, reps, nw;
 	uint8_t **blob;
-	struct core_mat *mats;	/* [n_exp][3] */
+	struct kern_mat *mats;	/* [n_exp][3] */
 	uint8_t *act, *iact;	/* prepared x [T], intermediate [T][chunks] */
 	size_t arow, crow;
 	uint32_t *rows;
@@ -41,7 +41,7 @@ static void gate_up_one(struct bench *b, const struct core_worker_info *wi,
 			unsigned int e)
 {
 	unsigned int I = b->l.inter, i0, mm;
-	struct core_mat *m = b->mats + e * 3;
+	struct kern_mat *m = b->mats + e * 3;
 	float *out = b->out + (size_t)wi->global * b->T * I;
 
 	for (i0 = 0; i0 < b->T; i0 += mm) {
@@ -71,7 +71,7 @@ static void down_one(struct bench *b, const struct core_worker_info *wi,
 {
 	unsigned int H = b->l.hidden, I = b->l.inter, i0, mm;
 	size_t stride = (size_t)(I / b->l.kc) * b->crow;
-	struct core_mat *m = b->mats + e * 3;
+	struct kern_mat *m = b->mats + e * 3;
 
 	for (i0 = 0; i0 < b->T; i0 += mm) {
 		struct kern_down_args a = {

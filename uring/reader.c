@@ -14,7 +14,6 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 
-#include "ktcore/core.h"
 #include "uring/reader.h"
 
 #define UR_DEF_BLOCK	(4u << 20)

@@ -20,7 +20,7 @@
 struct blob {
 	struct kern_pack_layout l;
 	uint8_t *p;
-	struct core_mat mat[3];
+	struct kern_mat mat[3];
 };
 
 static int blob_make(struct blob *b, enum kt_quant q, unsigned int H,
@@ -204,7 +204,7 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 
 	if (!ops)
 		SKIP(return, "%s kernels are not compiled in", kt_isa_name(isa));
-	if (core_isa_supported(isa, core_cpu_flags()))
+	if (!core_isa_runs(isa, core_cpu_flags()))
 		SKIP(return, "this CPU cannot run %s", kt_isa_name(isa));
 	for (qi = 0; qi < 3; qi++) {
 		const struct kern_quant_ops *qo = kern_quant_ops_get(ops, qs[qi]);

@@ -35,7 +35,7 @@ struct expert_fx {
 	struct kern_pack_layout l;
 	float *w[3];
 	uint8_t *blob;
-	struct core_mat mat[3];
+	struct kern_mat mat[3];
 };
 
 static int expert_make(struct expert_fx *e, enum kt_quant q, unsigned int H,

@@ -10,7 +10,7 @@
 #include "ckpt.h"
 #include "kernels/pack.h"
 #include "loader/mem.h"
-#include "uring/crc32c.h"
+#include "kernels/crc32c.h"
 #include "uring/reader.h"
 
 static uint32_t crc32c_bits(uint32_t crc, const void *buf, size_t len)
@@ -36,10 +36,10 @@ TEST(crc32c_vectors)
 		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 
 	/* RFC 3720 B.4 and the usual check value */
-	ASSERT_EQ(ur_crc32c(0, "123456789", 9), 0xe3069283u);
-	ASSERT_EQ(ur_crc32c(0, zeros, 32), 0x8a9136aau);
-	ASSERT_EQ(ur_crc32c(0, ones, 32), 0x62a8ab43u);
-	ASSERT_EQ(ur_crc32c_sw(0, "123456789", 9), 0xe3069283u);
+	ASSERT_EQ(kern_crc32c(0, "123456789", 9), 0xe3069283u);
+	ASSERT_EQ(kern_crc32c(0, zeros, 32), 0x8a9136aau);
+	ASSERT_EQ(kern_crc32c(0, ones, 32), 0x62a8ab43u);
+	ASSERT_EQ(kern_crc32c_sw(0, "123456789", 9), 0xe3069283u);
 }
 
 TEST(crc32c_lengths_and_alignment)
@@ -54,11 +54,11 @@ TEST(crc32c_lengths_and_alignment)
 		for (len = 0; len + off < n; len = len * 3 + 1) {
 			uint32_t want = crc32c_bits(0, b + off, len);
 
-			ASSERT_EQ(ur_crc32c(0, b + off, len), want);
-			ASSERT_EQ(ur_crc32c_sw(0, b + off, len), want);
+			ASSERT_EQ(kern_crc32c(0, b + off, len), want);
+			ASSERT_EQ(kern_crc32c_sw(0, b + off, len), want);
 		}
 	/* chaining: crc(a || b) from crc(a) */
-	ASSERT_EQ(ur_crc32c(ur_crc32c(0, b, 77777), b + 77777, n - 77777),
+	ASSERT_EQ(kern_crc32c(kern_crc32c(0, b, 77777), b + 77777, n - 77777),
 		  crc32c_bits(0, b, n));
 	free(b);
 }

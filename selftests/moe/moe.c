@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "kt_test.h"
-#include "kernels/moe.h"
+#include "ktcore/moe.h"
 #include "model.h"
 
 /* rel MAE bounds of the assignment, per quantization */
@@ -456,7 +456,7 @@ TEST(token_chunks)
 	struct env v;
 	unsigned int i;
 
-	kern_moe_max_chunk = 16;
+	core_moe_max_chunk = 16;
 	ASSERT_EQ(env_init(&v, 0, KT_QUANT_INT8, 0, 128, 256, 5, 1,
 			   KT_DTYPE_F32), 0);
 	ASSERT_EQ(tm_create(&v.t, v.ctx, KT_QUANT_INT8, 0, &v.m), 0);

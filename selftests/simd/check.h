@@ -31,7 +31,7 @@
 struct sc_expert {
 	struct kern_pack_layout l;
 	uint8_t *blob;
-	struct core_mat gate, up, down;
+	struct kern_mat gate, up, down;
 };
 
 static inline int sc_expert_make(struct sc_expert *e, enum kt_quant q,

@@ -28,7 +28,7 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 	struct kt_ctx *ctx;
 	double gbps = 0, tops = 0;
 
-	if (core_isa_supported(isa, core_cpu_flags()))
+	if (!core_isa_runs(isa, core_cpu_flags()))
 		SKIP(return, "CPU lacks %s", kt_isa_name(isa));
 	ctx = ctx_of(isa);
 	ASSERT_NE(ctx, NULL);

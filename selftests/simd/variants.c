@@ -12,7 +12,7 @@
 /* Whether this CPU runs @isa: cpuid, XCR0 and the AMX permission agree. */
 static int cpu_runs(enum kt_isa isa)
 {
-	return core_isa_supported(isa, core_cpu_flags()) == 0;
+	return core_isa_runs(isa, core_cpu_flags());
 }
 
 /*

@@ -1,31 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * moe.h - the MoE op executor of kernels/: what ktcore's op table and the
+ * moe.h - the MoE op executor: what the op table and the
  * model builders (kt_model_create, kt_model_open) call.
  */
-#ifndef KT_KERNELS_MOE_H
-#define KT_KERNELS_MOE_H
+#ifndef KT_CORE_MOE_H
+#define KT_CORE_MOE_H
 
 #include <stdbool.h>
 #include <kt/kt.h>
 
 /* Handler of KT_OP_MOE (a core_op_fn): runs on the leader worker. */
-int kern_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);
+int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);
 
 /*
  * Grow @ctx's per-node scratch so that ops of @m run without allocating.
  * Context: any thread but a worker; serialised with ops (core_ctx_exec).
  * Return: 0; -ENOMEM; -EINVAL no kernels for @m's quantization.
  */
-int kern_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m);
+int core_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m);
 
 /*
  * Largest token chunk the scratch is sized for (default 8192, a power of
- * two >= 16); read by kern_moe_reserve(). For tests.
+ * two >= 16); read by core_moe_reserve(). For tests.
  */
-extern unsigned int kern_moe_max_chunk;
+extern unsigned int core_moe_max_chunk;
 
 /* Kernels exist for @isa in this build (core_ctx_create's callback). */
-bool kern_isa_available(enum kt_isa isa);
+bool core_isa_has_kernels(enum kt_isa isa);
 
-#endif /* KT_KERNELS_MOE_H */
+#endif /* KT_CORE_MOE_H */

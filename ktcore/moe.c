@@ -10,10 +10,10 @@
 
 #include "kernels/fp.h"
 #include "kernels/kern.h"
-#include "kernels/moe.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
+#include "ktcore/moe.h"
 
 /* Scratch per node is sized to hold this many bytes for a token chunk. */
 #define MOE_SCRATCH_BUDGET	(512ull << 20)
@@ -91,7 +91,7 @@ struct moe_node {
 };
 
 /* Largest token chunk; tests lower it to cover chunking with small T. */
-unsigned int kern_moe_max_chunk = MOE_MAX_CHUNK;
+unsigned int core_moe_max_chunk = MOE_MAX_CHUNK;
 
 struct moe_priv {
 	unsigned int n_nodes;
@@ -172,7 +172,7 @@ static const struct kern_quant_ops *pick_ops(const struct kt_ctx *ctx,
 		const struct kern_quant_ops *qo =
 			kern_quant_ops_get(kern_ops_get((enum kt_isa)isa), q);
 
-		if (qo && !core_isa_supported((enum kt_isa)isa, flags))
+		if (qo && core_isa_runs((enum kt_isa)isa, flags))
 			return qo;
 	}
 	return NULL;
@@ -212,7 +212,7 @@ static void dims_chunk(struct moe_dims *d)
 	unsigned int t;
 
 	for (t = MOE_MAX_CHUNK; t > MOE_MIN_CHUNK; t /= 2)
-		if (t <= kern_moe_max_chunk)
+		if (t <= core_moe_max_chunk)
 			break;
 	for (; t > MOE_MIN_CHUNK; t /= 2)
 		if ((size_t)t * per_token <= MOE_SCRATCH_BUDGET)
@@ -295,7 +295,7 @@ static int reserve_fn(struct kt_ctx *ctx, void *p)
 	return 0;
 }
 
-int kern_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
+int core_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 {
 	struct reserve_arg ra = { .m = m };
 
@@ -645,7 +645,7 @@ static int validate(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	return 0;
 }
 
-int kern_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
+int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 {
 	const struct kt_model *m = sqe->model;
 	const struct kt_moe_args *a = &sqe->moe;
@@ -709,6 +709,6 @@ int kern_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 
 unreserved:
 	core_log(ctx, KT_LOG_ERROR,
-		 "moe: scratch not reserved for this model (kern_moe_reserve)");
+		 "moe: scratch not reserved for this model (core_moe_reserve)");
 	return -EINVAL;
 }

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "uring/crc32c.h"
+#include "kernels/crc32c.h"
 
 #define CRC32C_POLY_REV 0x82f63b78u	/* reflected Castagnoli polynomial */
 
@@ -59,7 +59,7 @@ static uint32_t crc_sw_raw(uint32_t c, const uint8_t *p, size_t n)
 	return c;
 }
 
-uint32_t ur_crc32c_sw(uint32_t crc, const void *buf, size_t len)
+uint32_t kern_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 {
 	return ~crc_sw_raw(~crc, buf, len);
 }
@@ -139,7 +139,7 @@ static uint32_t crc_hw_raw(uint32_t c, const uint8_t *p, size_t n)
 	return (uint32_t)c0;
 }
 
-uint32_t ur_crc32c(uint32_t crc, const void *buf, size_t len)
+uint32_t kern_crc32c(uint32_t crc, const void *buf, size_t len)
 {
 	static int have_hw = -1;
 
@@ -150,7 +150,7 @@ uint32_t ur_crc32c(uint32_t crc, const void *buf, size_t len)
 	return ~crc_sw_raw(~crc, buf, len);
 }
 #else
-uint32_t ur_crc32c(uint32_t crc, const void *buf, size_t len)
+uint32_t kern_crc32c(uint32_t crc, const void *buf, size_t len)
 {
 	return ~crc_sw_raw(~crc, buf, len);
 }
