@@ -20,6 +20,15 @@
 #define KERN_TILE_K_BF16	32	/* 16 x 32 bf16 */
 #define KERN_TILE_K_INT4	128	/* 16 x 128 nibbles: k and k + 64 share a byte */
 
+/*
+ * KC, the down chunk: the down matrix is stored chunk-major in KC columns,
+ * the intermediate activation is quantized per KC, and the NUMA split of
+ * the intermediate dimension is in whole chunks. 128, the K of one INT4
+ * tile, is the smallest chunk every quantization can tile, so no node's
+ * share exceeds another's by more than 128 rows.
+ */
+#define KERN_DOWN_CHUNK		128
+
 /* K of one tile of @q (0 for a quantization without tiles). */
 static inline unsigned int kern_tile_k(enum kt_quant q)
 {

@@ -65,7 +65,7 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 		l->err = "unknown quantization";
 		return -EINVAL;
 	}
-	l->kc = inter % 256 == 0 ? 256 : 128;
+	l->kc = KERN_DOWN_CHUNK;
 	for (i = 0; i < 3; i++)
 		l->tiles_bytes[i] = tb;
 	l->scales_bytes[KERN_MAT_GATE] = sgu;

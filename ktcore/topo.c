@@ -60,7 +60,7 @@ static int fake_split(struct core_topo *t, unsigned int parts)
 
 	for (i = 0; i < t->n_nodes; i++)
 		total += t->n_cpus[i];
-	if (parts > total || parts > KT_MAX_NODES)
+	if (!parts || parts > KT_MAX_NODES)
 		return -EINVAL;
 	all = calloc(total, sizeof(*all));
 	if (!all)
@@ -72,6 +72,13 @@ static int fake_split(struct core_topo *t, unsigned int parts)
 	core_topo_free(t);
 	for (i = 0; i < parts; i++) {
 		unsigned int lo = total * i / parts, hi = total * (i + 1) / parts;
+
+		/* more nodes than cores: each node takes one core, shared
+		 * round-robin (slow, but the multi-node paths run) */
+		if (parts > total) {
+			lo = i % total;
+			hi = lo + 1;
+		}
 
 		t->node_id[i] = numa_available() >= 0 ?
 				numa_node_of_cpu(all[lo]) : 0;

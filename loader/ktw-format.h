@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define KTW_MAGIC		"KTWMOE\r\n"	/* CR LF catch text-mode copies */
-#define KTW_VERSION_MAJOR	1
+#define KTW_VERSION_MAJOR	2
 #define KTW_VERSION_MINOR	0
 #define KTW_ALIGN		4096u	/* every region and blob starts here */
 #define KTW_HEADER_BYTES	4096u	/* the header region, padded */

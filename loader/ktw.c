@@ -42,7 +42,7 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 		return ldr_err(-EINVAL, "bad magic: not a .ktw file");
 	if (h->version_major != KTW_VERSION_MAJOR)
 		return ldr_err(-EINVAL,
-			       "unsupported .ktw version %u.%u (this kt reads %u.x)",
+			       "unsupported .ktw version %u.%u (this kt reads %u.x): re-run kt convert",
 			       h->version_major, h->version_minor,
 			       KTW_VERSION_MAJOR);
 	if (h->header_size < sizeof(*h) || h->header_size > KTW_HEADER_BYTES)

@@ -219,7 +219,7 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 			continue;
 		}
 		tested++;
-		/* I = 768: KC 256, three chunks; H = 384 */
+		/* I = 256: two chunks of KC; H = 384 */
 		ASSERT_EQ(blob_make(&b, qs[qi], 384, 768, 0, 21), 0);
 		/* I = 384: KC 128; INT4 with group 32 */
 		ASSERT_EQ(blob_make(&b2, qs[qi], 256, 384,

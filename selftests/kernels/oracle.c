@@ -325,7 +325,7 @@ TEST(scalar_down)
 	for (unsigned int qi = 0; qi < 3; qi++) {
 		enum kt_quant q = all_q[qi];
 
-		/* I = 768: KC 256, three chunks; a middle chunk alone */
+		/* I = 768: six chunks of KC; two middle chunks alone */
 		check_down(_metadata, ops, q, 256, 768, 0, 1, 0, 256, 0, 768,
 			   quant_tol(q));
 		check_down(_metadata, ops, q, 256, 768, 0, 4, 32, 96, 256, 512,

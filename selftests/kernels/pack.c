@@ -25,8 +25,9 @@ TEST(layout_rejects_bad_geometry)
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 256, 384, 0, &l), 0);
 	ASSERT_EQ(l.group, 128);
 	ASSERT_EQ(l.kc, 128);
+	/* KC is 128 whatever I is: the NUMA split's unit */
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_BF16, 256, 512, 0, &l), 0);
-	ASSERT_EQ(l.kc, 256);
+	ASSERT_EQ(l.kc, 128);
 	ASSERT_EQ(l.group, 0);
 }
 
@@ -51,25 +52,25 @@ TEST(elem_offsets_by_hand)
 {
 	struct kern_pack_layout l;
 
-	/* INT8, H = 128, I = 256 (KC 256): gate K = 128, 2 K blocks */
+	/* INT8, H = 128, I = 256 (KC 128): gate K = 128, 2 K blocks */
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT8, 128, 256, 0, &l), 0);
 	/* (17, 70): nb 1, kb 1 -> tile 3; c 6 -> 64 + 4 + 2 */
 	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_GATE, 17, 70),
 		  3 * 1024 + 70);
-	/* down N = 128, K = 256: P = 4; (33, 200): kb 3, kc 0, kin 3,
-	 * nb 2 -> tile 0*8*4 + 2*4 + 3 = 11; c 8 -> 2*64 + 1*4 + 0 */
+	/* down N = 128, K = 256: P = 2; (33, 200): kb 3, kc 1, kin 1,
+	 * nb 2 -> tile 1*8*2 + 2*2 + 1 = 21; c 8 -> 2*64 + 1*4 + 0 */
 	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_DOWN, 33, 200),
-		  11 * 1024 + 132);
+		  21 * 1024 + 132);
 	/* BF16, (5, 33) of gate K = 128: kb 1, tile 1; c 1 -> 0 + 20 + 2 */
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_BF16, 128, 256, 0, &l), 0);
 	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_GATE, 5, 33), 1024 + 22);
 	/* INT4, (3, 100): tile 0; kk 36 -> 9*64 + 12 + 0 (high nibble) */
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 128, 256, 0, &l), 0);
 	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_GATE, 3, 100), 588);
-	/* down N = 128, K = 256, KC 256, P = 2: (20, 130): kb 1, nb 1
-	 * -> tile 1*2 + 1 = 3; kk 2 -> 0 + 16 + 2 */
+	/* down N = 128, K = 256, KC 128, P = 1: (20, 130): kb 1, kc 1,
+	 * nb 1 -> tile 1*8*1 + 1 = 9; kk 2 -> 0 + 16 + 2 */
 	ASSERT_EQ(kern_pack_elem_off(&l, KERN_MAT_DOWN, 20, 130),
-		  3 * 1024 + 18);
+		  9 * 1024 + 18);
 }
 
 /* Every element maps to a distinct byte (nibble for INT4) of the tiles. */
