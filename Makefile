@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 # Kbuild-style build of kt: libkt.so, libkt.a, the kt command, the selftests.
 #   make [V=1] [O=dir] [W=1] [SAN=address|thread|undefined] [target]
-# Per-ISA sources are named *-avx2.c, *-avxvnni.c, *-avx512.c, *-amx.c and
-# get their -m flags from the name; CFLAGS_<file>.o adds flags to one object.
+# Each folder's Kbuild lists its objects (obj-y: libkt or the kt command;
+# obj-test: linked into the selftests only). Per-ISA sources are named
+# *-avx2.c, *-avxvnni.c, *-avx512.c, *-amx.c and get their -m flags from the
+# name; CFLAGS_<file>.o adds flags to one object.
 
 VERSION := 0.1.0
 SONAME := libkt.so.0
@@ -41,7 +43,7 @@ endif
 
 OPT ?= -O2 -g
 BASE_CFLAGS := -std=gnu11 $(OPT) -fPIC -fvisibility=hidden -pthread \
-	-D_GNU_SOURCE -Iinclude -I. $(WARN)
+	-D_GNU_SOURCE -I include -iquote . $(WARN)
 ifneq ($(SAN),)
 BASE_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer
 SAN_LDFLAGS := -fsanitize=$(SAN)
@@ -62,12 +64,27 @@ ISA_avx512 := $(ISA_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512dq \
 ISA_amx := $(ISA_avx512) -mamx-tile -mamx-int8 -mamx-bf16
 isa_of = $(foreach i,amx avx512 avxvnni avx2,$(if $(filter %-$(i),$(basename $(notdir $(1)))),$(ISA_$(i))))
 
-LIB_SRCS := $(sort $(wildcard ktcore/*.c kernels/*.c loader/*.c uring/*.c gpu/*.c))
-TOOL_SRCS := $(sort $(wildcard tools/*.c))
+# The floors, lowest first (Documentation/layers.md).
+LIB_DIRS := kernels uring gpu ktcore loader
+
+# $(call kbuild,dir): read dir/Kbuild; its obj-y and obj-test with paths.
+define kbuild
+obj-y :=
+obj-test :=
+include $(1)/Kbuild
+$(1)-objs := $$(addprefix $(obj)/$(1)/,$$(obj-y))
+$(1)-test-objs := $$(addprefix $(obj)/$(1)/,$$(obj-test))
+endef
+$(foreach d,$(LIB_DIRS) tools,$(eval $(call kbuild,$(d))))
+
+LIB_OBJS := $(foreach d,$(LIB_DIRS),$($(d)-objs))
+TEST_OBJS := $(foreach d,$(LIB_DIRS),$($(d)-test-objs))
+TOOL_OBJS := $(tools-objs)
 TEST_SRCS := $(sort $(wildcard selftests/*/*.c))
-LIB_OBJS := $(LIB_SRCS:%.c=$(obj)/%.o)
-TOOL_OBJS := $(TOOL_SRCS:%.c=$(obj)/%.o)
 TEST_BINS := $(TEST_SRCS:%.c=$(obj)/%)
+LIBKT_TEST := $(obj)/libkt-test.a
+# Programs of scripts/ built against libkt.a with the library's flags.
+SCRIPT_BINS := $(obj)/scripts/simd-bench
 
 LIBKT_SO := $(obj)/libkt.so
 LIBKT_A := $(obj)/libkt.a
@@ -76,9 +93,10 @@ KT_BIN := $(obj)/kt
 .DELETE_ON_ERROR:
 .SECONDARY:
 .SUFFIXES:
-.PHONY: all clean check check-all selftests install check-abi asan tsan FORCE
+.PHONY: all clean check check-all selftests install check-abi check-layers \
+	asan tsan FORCE
 
-all: $(LIBKT_SO) $(LIBKT_A) $(KT_BIN) $(obj)/kt.pc
+all: $(LIBKT_SO) $(LIBKT_A) $(KT_BIN) $(obj)/kt.pc $(SCRIPT_BINS)
 
 # Each object depends on a file holding its command line, rewritten only
 # when the flags change, so a flag change rebuilds what it affects.
@@ -107,10 +125,20 @@ $(KT_BIN): $(TOOL_OBJS) $(LIBKT_A)
 	$(quiet) LD $@
 	$(Q)$(CC) $(KT_LDFLAGS) -pthread -o $@ $(TOOL_OBJS) $(LIBKT_A) $(LIBS)
 
-$(obj)/selftests/%: selftests/%.c $(LIBKT_A) selftests/kt_test.h $(obj)/selftests/%.flags
+$(LIBKT_TEST): $(TEST_OBJS)
+	$(quiet) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $(TEST_OBJS)
+
+$(obj)/selftests/%: selftests/%.c $(LIBKT_TEST) $(LIBKT_A) selftests/kt_test.h $(obj)/selftests/%.flags
 	@mkdir -p $(@D)
 	$(quiet) CC $@
-	$(Q)$(CC) $(call flags_of,$<) -Iselftests -MMD -MP -MF $@.d -o $@ $< \
+	$(Q)$(CC) $(call flags_of,$<) -iquote selftests -MMD -MP -MF $@.d \
+		-o $@ $< $(LIBKT_TEST) $(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
+
+$(obj)/scripts/%: scripts/%.c $(LIBKT_A) $(obj)/scripts/%.flags
+	@mkdir -p $(@D)
+	$(quiet) CC $@
+	$(Q)$(CC) $(call flags_of,$<) -MMD -MP -MF $@.d -o $@ $< \
 		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
 
 # kt.pc names the install paths: regenerate it when they change.
@@ -130,14 +158,17 @@ $(obj)/kt.pc: Makefile $(obj)/kt.pc.vars
 
 selftests: $(TEST_BINS) $(KT_BIN)
 
-check: selftests
+check: selftests check-layers
 	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS)
+
+check-layers:
+	$(Q)scripts/check-layers.sh
 
 # What CI runs: the ABI check, then the selftests plain and under
 # ASan+UBSan, with one summary line at the end.
 CHECK_SAN := address,undefined
 SAN_O := build/san-$(subst $(comma),-,$(CHECK_SAN))
-check-all: selftests check-abi
+check-all: selftests check-abi check-layers
 	$(Q)$(MAKE) --no-print-directory SAN=$(CHECK_SAN) selftests
 	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS) \
 		--kt $(SAN_O)/kt $(TEST_BINS:$(obj)/%=$(SAN_O)/%)
@@ -164,4 +195,5 @@ install: all
 clean:
 	rm -rf $(O)
 
--include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) \
+	$(TEST_BINS:=.d) $(SCRIPT_BINS:=.d)
