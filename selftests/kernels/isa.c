@@ -219,9 +219,9 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 			continue;
 		}
 		tested++;
-		/* I = 256: two chunks of KC; H = 384 */
+		/* H = 384, I = 768: six chunks of KC */
 		ASSERT_EQ(blob_make(&b, qs[qi], 384, 768, 0, 21), 0);
-		/* I = 384: KC 128; INT4 with group 32 */
+		/* H = 256, I = 384: three chunks; INT4 with group 32 */
 		ASSERT_EQ(blob_make(&b2, qs[qi], 256, 384,
 				    qs[qi] == KT_QUANT_INT4 ? 32 : 0, 22), 0);
 		for (mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++) {
@@ -252,24 +252,30 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 		SKIP(return, "%s implements no quantization yet", ops->name);
 }
 
-TEST(avx2)
+FIXTURE(isa) {
+	int unused;
+};
+
+FIXTURE_VARIANT(isa) {
+	enum kt_isa isa;
+};
+
+FIXTURE_VARIANT_ADD(isa, avx2) { .isa = KT_ISA_AVX2 };
+FIXTURE_VARIANT_ADD(isa, avxvnni) { .isa = KT_ISA_AVX_VNNI };
+FIXTURE_VARIANT_ADD(isa, avx512) { .isa = KT_ISA_AVX512 };
+FIXTURE_VARIANT_ADD(isa, amx) { .isa = KT_ISA_AMX };
+
+FIXTURE_SETUP(isa)
 {
-	check_isa(_metadata, KT_ISA_AVX2);
 }
 
-TEST(avxvnni)
+FIXTURE_TEARDOWN(isa)
 {
-	check_isa(_metadata, KT_ISA_AVX_VNNI);
 }
 
-TEST(avx512)
+TEST_F(isa, vs_scalar)
 {
-	check_isa(_metadata, KT_ISA_AVX512);
-}
-
-TEST(amx)
-{
-	check_isa(_metadata, KT_ISA_AMX);
+	check_isa(_metadata, variant->isa);
 }
 
 /* The scalar table checked by the same code: the harness itself works. */

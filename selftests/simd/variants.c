@@ -43,8 +43,8 @@ static double tol_of(enum kt_quant q)
 }
 
 /*
- * All cases on two geometries: KC = 256 (I = 512) and KC = 128 (I = 640:
- * five chunks, so a chunk range need not start at 0), T = 300 on the first.
+ * All cases on two geometries: I = 512 (four chunks of KC) and I = 640 (five
+ * chunks, so a chunk range need not start at 0), T = 300 on the first.
  */
 static int check_ops(struct kt_test_meta *_metadata, enum kt_isa isa,
 		     const struct kern_ops *ops, enum kt_quant q,
@@ -87,37 +87,44 @@ static int check_ops(struct kt_test_meta *_metadata, enum kt_isa isa,
 	return 0;
 }
 
-static int check_variant(struct kt_test_meta *_metadata, enum kt_isa isa,
-			 enum kt_quant q, unsigned int group)
-{
-	return check_ops(_metadata, isa, kern_ops_get(isa), q, group);
-}
+FIXTURE(isa) {
+	const struct kern_ops *ops;
+};
 
+/*
+ * @isa: the variant whose CPU features the test needs.
+ * @ops: the table to test; NULL: kern_ops_get(@isa).
+ */
+FIXTURE_VARIANT(isa) {
+	enum kt_isa isa;
+	const struct kern_ops *ops;
+};
+
+FIXTURE_VARIANT_ADD(isa, avx2) { .isa = KT_ISA_AVX2 };
+FIXTURE_VARIANT_ADD(isa, avxvnni) { .isa = KT_ISA_AVX_VNNI };
+FIXTURE_VARIANT_ADD(isa, avx512) { .isa = KT_ISA_AVX512 };
+FIXTURE_VARIANT_ADD(isa, amx) { .isa = KT_ISA_AMX };
 /*
  * The AVX-VNNI body with EVEX vpdpbusd: runs where AVX-512 does, so that
  * the AVX-VNNI data flow is checked on CPUs without AVX-VNNI too.
  */
-static int check_vnni_evex(struct kt_test_meta *_metadata, enum kt_quant q,
-			   unsigned int group)
+FIXTURE_VARIANT_ADD(isa, avxvnni_body_evex) {
+	.isa = KT_ISA_AVX512, .ops = &kern_ops_avxvnni_evex,
+};
+
+FIXTURE_SETUP(isa)
 {
-	return check_ops(_metadata, KT_ISA_AVX512, &kern_ops_avxvnni_evex, q,
-			 group);
+	self->ops = variant->ops ? variant->ops : kern_ops_get(variant->isa);
 }
 
-TEST(avxvnni_body_evex_int8) { check_vnni_evex(_metadata, KT_QUANT_INT8, 0); }
-TEST(avxvnni_body_evex_int4_g32) { check_vnni_evex(_metadata, KT_QUANT_INT4, 32); }
-TEST(avxvnni_body_evex_int4_g128) { check_vnni_evex(_metadata, KT_QUANT_INT4, 128); }
+FIXTURE_TEARDOWN(isa)
+{
+}
 
-#define VARIANT_TESTS(isa_name, isa)					\
-	TEST(isa_name##_int8) { check_variant(_metadata, isa, KT_QUANT_INT8, 0); } \
-	TEST(isa_name##_int4_g32) { check_variant(_metadata, isa, KT_QUANT_INT4, 32); } \
-	TEST(isa_name##_int4_g64) { check_variant(_metadata, isa, KT_QUANT_INT4, 64); } \
-	TEST(isa_name##_int4_g128) { check_variant(_metadata, isa, KT_QUANT_INT4, 128); } \
-	TEST(isa_name##_bf16) { check_variant(_metadata, isa, KT_QUANT_BF16, 0); }
-
-VARIANT_TESTS(avx2, KT_ISA_AVX2)
-VARIANT_TESTS(avxvnni, KT_ISA_AVX_VNNI)
-VARIANT_TESTS(avx512, KT_ISA_AVX512)
-VARIANT_TESTS(amx, KT_ISA_AMX)
+TEST_F(isa, int8) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_INT8, 0); }
+TEST_F(isa, int4_g32) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_INT4, 32); }
+TEST_F(isa, int4_g64) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_INT4, 64); }
+TEST_F(isa, int4_g128) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_INT4, 128); }
+TEST_F(isa, bf16) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_BF16, 0); }
 
 TEST_HARNESS_MAIN
