@@ -17,6 +17,49 @@
  * costs nothing, short enough to stop near the deadline. */
 #define LIMITS_PEAK_ITERS	(1u << 16)
 
+/*
+ * What the workers of one timed run add up: work done (bytes or
+ * multiply-adds), the latest end, and a sink that keeps the loops' results
+ * alive. The rate is work / (latest end - start).
+ */
+struct tally {
+	uint64_t start_ns;
+	uint64_t stop_ns;
+	uint64_t work;
+	uint64_t end_ns;
+	uint64_t sink;
+};
+
+static void tally_add(struct tally *t, uint64_t work, uint64_t sink,
+		      uint64_t now)
+{
+	uint64_t end = __atomic_load_n(&t->end_ns, __ATOMIC_RELAXED);
+
+	__atomic_fetch_add(&t->work, work, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->sink, sink, __ATOMIC_RELAXED);
+	while (end < now && !__atomic_compare_exchange_n(&t->end_ns, &end, now,
+			false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/* Run @fn on every worker until @ms from now, counting from zero. */
+static void tally_run(struct kt_ctx *ctx, struct tally *t, core_job_fn fn,
+		      void *job, uint32_t ms)
+{
+	t->work = 0;
+	t->end_ns = 0;
+	t->start_ns = core_now_ns();
+	t->stop_ns = t->start_ns + (uint64_t)ms * 1000000ull;
+	core_ctx_run(ctx, fn, job);
+}
+
+/* Work per nanosecond of the last run. */
+static double tally_rate(const struct tally *t)
+{
+	return (double)t->work /
+	       (double)(t->end_ns > t->start_ns ? t->end_ns - t->start_ns : 1);
+}
+
 struct bw_node {
 	uint8_t *buf;
 	size_t bytes;
@@ -25,12 +68,9 @@ struct bw_node {
 struct bw_job {
 	struct bw_node node[KT_MAX_NODES];
 	kern_read_fn read;
-	uint64_t start_ns;
-	uint64_t stop_ns;
-	uint64_t bytes;		/* summed over workers, atomically */
-	uint64_t end_ns;	/* latest end over workers */
-	uint64_t sink;
+	struct tally t;		/* work: bytes read */
 	int fill;		/* first pass: write the pages (first touch) */
+	uint32_t ms;
 };
 
 /* A worker's share of its node's buffer, in whole KiB. */
@@ -65,37 +105,20 @@ static void bw_worker(void *arg, const struct core_worker_info *w)
 		sink += j->read(p, len);
 		done += len;
 		now = core_now_ns();
-	} while (now < j->stop_ns);
-	__atomic_fetch_add(&j->bytes, done, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&j->sink, sink, __ATOMIC_RELAXED);
-	uint64_t end = __atomic_load_n(&j->end_ns, __ATOMIC_RELAXED);
-	while (end < now && !__atomic_compare_exchange_n(&j->end_ns, &end, now,
-			false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
+	} while (now < j->t.stop_ns);
+	tally_add(&j->t, done, sink, now);
 }
-
-struct bw_exec {
-	struct bw_job *job;
-	uint32_t ms;
-};
 
 static int bw_exec_fn(struct kt_ctx *ctx, void *arg)
 {
-	struct bw_exec *e = arg;
-	struct bw_job *j = e->job;
+	struct bw_job *j = arg;
 
 	j->fill = 1;
 	core_ctx_run(ctx, bw_worker, j);
 	j->fill = 0;
 	/* one untimed pass warms the TLB and the page tables */
-	j->start_ns = core_now_ns();
-	j->stop_ns = j->start_ns;
-	core_ctx_run(ctx, bw_worker, j);
-	j->bytes = 0;
-	j->end_ns = 0;
-	j->start_ns = core_now_ns();
-	j->stop_ns = j->start_ns + (uint64_t)e->ms * 1000000ull;
-	core_ctx_run(ctx, bw_worker, j);
+	tally_run(ctx, &j->t, bw_worker, j, 0);
+	tally_run(ctx, &j->t, bw_worker, j, j->ms);
 	return 0;
 }
 
@@ -103,7 +126,6 @@ KT_EXPORT int kt_ctx_measure_read_bw(struct kt_ctx *ctx, size_t bytes,
 				     uint32_t ms, double *gbps)
 {
 	unsigned int n_nodes = core_ctx_nodes(ctx), threads = 0, i;
-	struct bw_exec e = { .ms = ms ? ms : LIMITS_BW_MS };
 	struct bw_job *j;
 	int ret = 0;
 
@@ -115,6 +137,7 @@ KT_EXPORT int kt_ctx_measure_read_bw(struct kt_ctx *ctx, size_t bytes,
 	if (!j)
 		return -ENOMEM;
 	j->read = kern_read_for(kt_ctx_isa(ctx));
+	j->ms = ms ? ms : LIMITS_BW_MS;
 	for (i = 0; i < n_nodes; i++)
 		threads += core_ctx_node_threads(ctx, i);
 	for (i = 0; i < n_nodes; i++) {
@@ -128,14 +151,9 @@ KT_EXPORT int kt_ctx_measure_read_bw(struct kt_ctx *ctx, size_t bytes,
 			goto free_bufs;
 		}
 	}
-	e.job = j;
-	ret = core_ctx_exec(ctx, bw_exec_fn, &e);
-	if (!ret) {
-		uint64_t ns = j->end_ns > j->start_ns ?
-			      j->end_ns - j->start_ns : 1;
-
-		*gbps = (double)j->bytes / (double)ns;
-	}
+	ret = core_ctx_exec(ctx, bw_exec_fn, j);
+	if (!ret)
+		*gbps = tally_rate(&j->t);
 free_bufs:
 	for (i = 0; i < n_nodes; i++)
 		if (j->node[i].buf)
@@ -146,11 +164,8 @@ free_bufs:
 
 struct peak_job {
 	kern_peak_fn fn;
-	uint64_t start_ns;
-	uint64_t stop_ns;
-	uint64_t macs;		/* summed over workers */
-	uint64_t end_ns;	/* latest end over workers */
-	uint64_t sink;
+	struct tally t;		/* work: multiply-adds */
+	uint32_t ms;
 };
 
 static void peak_worker(void *arg, const struct core_worker_info *w)
@@ -161,54 +176,35 @@ static void peak_worker(void *arg, const struct core_worker_info *w)
 	do {
 		macs += j->fn(LIMITS_PEAK_ITERS, &sink);
 		now = core_now_ns();
-	} while (now < j->stop_ns);
-	__atomic_fetch_add(&j->macs, macs, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&j->sink, sink, __ATOMIC_RELAXED);
-	uint64_t end = __atomic_load_n(&j->end_ns, __ATOMIC_RELAXED);
-	while (end < now && !__atomic_compare_exchange_n(&j->end_ns, &end, now,
-			false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
+	} while (now < j->t.stop_ns);
+	tally_add(&j->t, macs, sink, now);
 }
-
-struct peak_exec {
-	struct peak_job *job;
-	uint32_t ms;
-};
 
 static int peak_exec_fn(struct kt_ctx *ctx, void *arg)
 {
-	struct peak_exec *e = arg;
-	struct peak_job *j = e->job;
+	struct peak_job *j = arg;
 
 	/* a short untimed run lifts the clocks and, for AMX, the power
 	 * license, as the timed run will see them */
-	j->start_ns = core_now_ns();
-	j->stop_ns = j->start_ns + 20 * 1000000ull;
-	core_ctx_run(ctx, peak_worker, j);
-	j->macs = 0;
-	j->end_ns = 0;
-	j->start_ns = core_now_ns();
-	j->stop_ns = j->start_ns + (uint64_t)e->ms * 1000000ull;
-	core_ctx_run(ctx, peak_worker, j);
+	tally_run(ctx, &j->t, peak_worker, j, 20);
+	tally_run(ctx, &j->t, peak_worker, j, j->ms);
 	return 0;
 }
 
 KT_EXPORT int kt_ctx_measure_peak(struct kt_ctx *ctx, enum kt_quant q,
 				  uint32_t ms, double *tops)
 {
-	struct peak_job j = { 0 };
-	struct peak_exec e = { .job = &j, .ms = ms ? ms : LIMITS_PEAK_MS };
+	struct peak_job j = { .ms = ms ? ms : LIMITS_PEAK_MS };
 	int ret;
 
 	if (!tops || (q != KT_QUANT_INT8 && q != KT_QUANT_INT4 &&
 		      q != KT_QUANT_BF16))
 		return -EINVAL;
 	j.fn = kern_peak_for(kt_ctx_isa(ctx), q);
-	ret = core_ctx_exec(ctx, peak_exec_fn, &e);
+	ret = core_ctx_exec(ctx, peak_exec_fn, &j);
 	if (ret)
 		return ret;
-	*tops = 2.0 * (double)j.macs /
-		(double)(j.end_ns > j.start_ns ? j.end_ns - j.start_ns : 1) /
-		1e3;
+	/* 2 ops per multiply-add; per ns is G, / 1e3 is T */
+	*tops = 2.0 * tally_rate(&j.t) / 1e3;
 	return 0;
 }
