@@ -100,11 +100,15 @@ static uint32_t x_pow_8n(size_t n)
 __attribute__((target("sse4.2")))
 static uint32_t crc_hw_raw(uint32_t c, const uint8_t *p, size_t n)
 {
-	static uint32_t shift;	/* x^(8*STREAM) mod P, computed once */
+	static uint32_t shift_once;	/* x^(8*STREAM) mod P, computed once */
+	uint32_t shift = __atomic_load_n(&shift_once, __ATOMIC_RELAXED);
 	uint64_t c0 = c;
 
-	if (!shift)
-		__atomic_store_n(&shift, x_pow_8n(STREAM), __ATOMIC_RELAXED);
+	/* idempotent: racing callers store the same value */
+	if (!shift) {
+		shift = x_pow_8n(STREAM);
+		__atomic_store_n(&shift_once, shift, __ATOMIC_RELAXED);
+	}
 	while (n && ((uintptr_t)p & 7)) {
 		c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++);
 		n--;
@@ -141,10 +145,14 @@ static uint32_t crc_hw_raw(uint32_t c, const uint8_t *p, size_t n)
 
 uint32_t kern_crc32c(uint32_t crc, const void *buf, size_t len)
 {
-	static int have_hw = -1;
+	static int have_hw_once = -1;
+	int have_hw = __atomic_load_n(&have_hw_once, __ATOMIC_RELAXED);
 
-	if (have_hw < 0)
+	/* idempotent: racing callers store the same value */
+	if (have_hw < 0) {
 		have_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+		__atomic_store_n(&have_hw_once, have_hw, __ATOMIC_RELAXED);
+	}
 	if (have_hw)
 		return ~crc_hw_raw(~crc, buf, len);
 	return ~crc_sw_raw(~crc, buf, len);
