@@ -164,14 +164,15 @@ check: selftests check-layers
 check-layers:
 	$(Q)scripts/check-layers.sh
 
-# What CI runs: the ABI check, then the selftests plain and under
-# ASan+UBSan, with one summary line at the end.
-CHECK_SAN := address,undefined
-SAN_O := build/san-$(subst $(comma),-,$(CHECK_SAN))
+# What CI runs: the ABI and layer checks, then the selftests plain, under
+# ASan+UBSan and under TSan, with one summary line at the end.
+CHECK_SANS := address,undefined thread
+san_o = build/san-$(subst $(comma),-,$(1))
 check-all: selftests check-abi check-layers
-	$(Q)$(MAKE) --no-print-directory SAN=$(CHECK_SAN) selftests
+	$(Q)$(foreach s,$(CHECK_SANS),$(MAKE) --no-print-directory SAN=$(s) selftests &&) true
 	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS) \
-		--kt $(SAN_O)/kt $(TEST_BINS:$(obj)/%=$(SAN_O)/%)
+		$(foreach s,$(CHECK_SANS),--scale 3 --kt $(call san_o,$(s))/kt \
+			$(TEST_BINS:$(obj)/%=$(call san_o,$(s))/%))
 
 check-abi: $(LIBKT_SO)
 	$(Q)scripts/check-abi.sh $(LIBKT_SO)

@@ -3,8 +3,9 @@
 # run-selftests.sh - run kt's selftest binaries, echo their TAP output and
 # end with the plain line "N passed, N failed" (skips are counted apart).
 # A binary that dies without reporting its cases counts as one failure.
-# Usage: run-selftests.sh [--kt KT_BINARY] TEST... [--kt KT_BINARY TEST...]
-# (--kt sets KT_BIN, the kt command the CLI tests run, for what follows.)
+# Usage: run-selftests.sh [--kt KT_BINARY] [--scale N] TEST... [--kt ...]
+# (--kt sets KT_BIN, the kt command the CLI tests run, for what follows;
+# --scale multiplies the per-test timeouts that follow, for sanitizers.)
 set -u
 pass=0 fail=0 skip=0
 timeout_s=${KT_SELFTEST_TIMEOUT:-900}
@@ -14,6 +15,12 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 while [ $# -gt 0 ]; do
 	bin=$1
 	shift
+	if [ "$bin" = "--scale" ]; then
+		KT_TEST_TIMEOUT_SCALE=$1
+		export KT_TEST_TIMEOUT_SCALE
+		shift
+		continue
+	fi
 	if [ "$bin" = "--kt" ]; then
 		KT_BIN=$(realpath "$1")
 		export KT_BIN
