@@ -4,8 +4,10 @@
 # Per-ISA sources are named *-avx2.c, *-avxvnni.c, *-avx512.c, *-amx.c and
 # get their -m flags from the name; CFLAGS_<file>.o adds flags to one object.
 
-VERSION := 0.1.0
-SONAME := libkt.so.0
+# The version is written once, in include/kt/version.h.
+VERSION := $(shell sed -n 's/^.define KT_VERSION_[A-Z]* *\([0-9][0-9]*\)$$/\1/p' \
+	include/kt/version.h | paste -sd. -)
+SONAME := libkt.so.$(firstword $(subst ., ,$(VERSION)))
 
 comma := ,
 ifeq ($(SAN),)
@@ -24,6 +26,7 @@ quiet = @printf '  %-7s %s\n'
 endif
 
 CC ?= cc
+CXX ?= g++
 AR ?= ar
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -65,9 +68,11 @@ isa_of = $(foreach i,amx avx512 avxvnni avx2,$(if $(filter %-$(i),$(basename $(n
 LIB_SRCS := $(sort $(wildcard ktcore/*.c kernels/*.c loader/*.c uring/*.c gpu/*.c))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TEST_SRCS := $(sort $(wildcard selftests/*/*.c))
+# C++ selftests: the public headers must compile as C++17 without warnings
+TEST_CXX_SRCS := $(sort $(wildcard selftests/*/*.cc))
 LIB_OBJS := $(LIB_SRCS:%.c=$(obj)/%.o)
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(obj)/%.o)
-TEST_BINS := $(TEST_SRCS:%.c=$(obj)/%)
+TEST_BINS := $(TEST_SRCS:%.c=$(obj)/%) $(TEST_CXX_SRCS:%.cc=$(obj)/%)
 
 LIBKT_SO := $(obj)/libkt.so
 LIBKT_A := $(obj)/libkt.a
@@ -113,6 +118,22 @@ $(obj)/selftests/%: selftests/%.c $(LIBKT_A) selftests/kt_test.h $(obj)/selftest
 	$(Q)$(CC) $(call flags_of,$<) -Iselftests -MMD -MP -MF $@.d -o $@ $< \
 		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
 
+TEST_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror $(OPT) -pthread -Iinclude \
+	$(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer)
+
+$(obj)/selftests/%: selftests/%.cc $(LIBKT_A) $(obj)/selftests/%.cxxflags
+	@mkdir -p $(@D)
+	$(quiet) CXX $@
+	$(Q)$(CXX) $(TEST_CXXFLAGS) -MMD -MP -MF $@.d -o $@ $< \
+		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
+
+$(obj)/%.cxxflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(TEST_CXXFLAGS)' | cmp -s - $@ || echo '$(TEST_CXXFLAGS)' > $@
+
+# The ABI selftest dlopens the shared library it was built with.
+$(obj)/selftests/abi/ffi: $(LIBKT_SO)
+
 # kt.pc names the install paths: regenerate it when they change.
 PC_VARS := $(PREFIX) $(LIBDIR) $(INCDIR) $(VERSION)
 $(obj)/kt.pc.vars: FORCE
@@ -130,7 +151,7 @@ $(obj)/kt.pc: Makefile $(obj)/kt.pc.vars
 
 selftests: $(TEST_BINS) $(KT_BIN)
 
-check: selftests
+check: selftests check-abi
 	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS)
 
 # What CI runs: the ABI check, then the selftests plain and under
