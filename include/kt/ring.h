@@ -167,9 +167,9 @@ int kt_ring_init(struct kt_ctx *ctx, unsigned int entries,
 		 struct kt_ring *ring);
 
 /**
- * kt_ring_exit() - detach and free a ring; an op the leader is running
- *	is finished first (its completion is dropped), entries not yet
- *	taken are dropped.
+ * kt_ring_exit() - detach and free a ring. The ops the leader has
+ *	already taken from it run to the end first (their completions are
+ *	dropped); entries it has not taken are dropped.
  * @ring: ring, may be zeroed (then nothing happens).
  *
  * Exit rings before kt_ctx_destroy(). A ring still attached when its
