@@ -119,7 +119,8 @@ $(obj)/selftests/%: selftests/%.c $(LIBKT_A) selftests/kt_test.h $(obj)/selftest
 		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
 
 TEST_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror $(OPT) -pthread -Iinclude \
-	$(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer)
+	$(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer) \
+	$(if $(filter thread,$(SAN)),-Wno-tsan)
 
 $(obj)/selftests/%: selftests/%.cc $(LIBKT_A) $(obj)/selftests/%.cxxflags
 	@mkdir -p $(@D)
