@@ -4,11 +4,9 @@
  * calls that run on the leader through the private job slot (ring.c).
  */
 #include <errno.h>
-#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ktcore/ctx.h"
 
