@@ -6,8 +6,10 @@
 # *-avx2.c, *-avxvnni.c, *-avx512.c, *-amx.c and get their -m flags from the
 # name; CFLAGS_<file>.o adds flags to one object.
 
-VERSION := 0.1.0
-SONAME := libkt.so.0
+# The version is written once, in include/kt/version.h.
+VERSION := $(shell sed -n 's/^.define KT_VERSION_[A-Z]* *\([0-9][0-9]*\)$$/\1/p' \
+	include/kt/version.h | paste -sd. -)
+SONAME := libkt.so.$(firstword $(subst ., ,$(VERSION)))
 
 comma := ,
 ifeq ($(SAN),)
@@ -26,6 +28,7 @@ quiet = @printf '  %-7s %s\n'
 endif
 
 CC ?= cc
+CXX ?= g++
 AR ?= ar
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -81,7 +84,9 @@ LIB_OBJS := $(foreach d,$(LIB_DIRS),$($(d)-objs))
 TEST_OBJS := $(foreach d,$(LIB_DIRS),$($(d)-test-objs))
 TOOL_OBJS := $(tools-objs)
 TEST_SRCS := $(sort $(wildcard selftests/*/*.c))
-TEST_BINS := $(TEST_SRCS:%.c=$(obj)/%)
+# C++ selftests: the public headers must compile as C++17 without warnings
+TEST_CXX_SRCS := $(sort $(wildcard selftests/*/*.cc))
+TEST_BINS := $(TEST_SRCS:%.c=$(obj)/%) $(TEST_CXX_SRCS:%.cc=$(obj)/%)
 LIBKT_TEST := $(obj)/libkt-test.a
 # Programs of scripts/ built against libkt.a with the library's flags.
 SCRIPT_BINS := $(obj)/scripts/simd-bench
@@ -141,6 +146,23 @@ $(obj)/scripts/%: scripts/%.c $(LIBKT_A) $(obj)/scripts/%.flags
 	$(Q)$(CC) $(call flags_of,$<) -MMD -MP -MF $@.d -o $@ $< \
 		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
 
+TEST_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror $(OPT) -pthread -I include \
+	$(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer) \
+	$(if $(filter thread,$(SAN)),-Wno-tsan)
+
+$(obj)/selftests/%: selftests/%.cc $(LIBKT_A) $(obj)/selftests/%.cxxflags
+	@mkdir -p $(@D)
+	$(quiet) CXX $@
+	$(Q)$(CXX) $(TEST_CXXFLAGS) -MMD -MP -MF $@.d -o $@ $< \
+		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
+
+$(obj)/%.cxxflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(TEST_CXXFLAGS)' | cmp -s - $@ || echo '$(TEST_CXXFLAGS)' > $@
+
+# The ABI selftest dlopens the shared library it was built with.
+$(obj)/selftests/abi/ffi: $(LIBKT_SO)
+
 # kt.pc names the install paths: regenerate it when they change.
 PC_VARS := $(PREFIX) $(LIBDIR) $(INCDIR) $(VERSION)
 $(obj)/kt.pc.vars: FORCE
@@ -158,7 +180,7 @@ $(obj)/kt.pc: Makefile $(obj)/kt.pc.vars
 
 selftests: $(TEST_BINS) $(KT_BIN)
 
-check: selftests check-layers
+check: selftests check-layers check-abi
 	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS)
 
 check-layers:

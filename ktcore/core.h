@@ -71,7 +71,23 @@ void core_ctx_set_priv(struct kt_ctx *ctx, void *priv, void (*free)(void *));
 void *core_node_alloc(int node, size_t size);
 void core_node_free(void *p, size_t size);
 
-/* Logging through the context's callback, filtered by KT_LOG. */
+/*
+ * Read a caller's options struct (it starts with size_t sz) into @dst, the
+ * struct as this library knows it: a shorter, older caller's missing tail
+ * reads as zero; a longer, newer caller's extra tail must be zero (a field
+ * we do not know would be ignored). NULL @src gives all zero with sz set.
+ * @min_field is the last field every version has. 0, or -EINVAL.
+ *   struct kt_ctx_opts o;
+ *   ret = CORE_OPTS_GET(&o, opts, flags);
+ */
+#define CORE_OPTS_GET(dst, src, min_field)				\
+	core_opts_get((dst), sizeof(*(dst)), (src),			\
+		      offsetof(__typeof__(*(dst)), min_field) +		\
+		      sizeof((dst)->min_field))
+int core_opts_get(void *dst, size_t dst_sz, const void *src, size_t min_sz);
+
+/* Logging through the context's callback (or stderr), filtered by the
+ * context's level: kt_ctx_opts.log_level, else KT_LOG. */
 void core_log(const struct kt_ctx *ctx, enum kt_log_level level,
 	      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Without a context (library-wide), to stderr filtered by KT_LOG. */
@@ -88,7 +104,7 @@ int core_isa_parse(const char *name, enum kt_isa *isa);
 
 /* The CPU brand string. */
 void core_cpu_model(char *buf, size_t n);
-/* The KT_LOG level in effect. */
+/* The KT_LOG level (warn when unset): the default of every context. */
 int core_log_level(void);
 
 uint64_t core_now_ns(void);

@@ -1,152 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * ctx.c - the context: options, ISA choice, the leader's ring service loop,
- * and the synchronous helpers built on an internal ring.
+ * ctx.c - the context: options, ISA choice, its life, and the synchronous
+ * calls that run on the leader through the private job slot (ring.c).
  */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ktcore/ctx.h"
 
 #define DEFAULT_SPIN_NS (50ull * 1000 * 1000)
-
-static int op_dispatch(struct kt_ctx *ctx, const struct kt_sqe *sqe)
-{
-	if (sqe->opcode == CORE_OP_EXEC) {
-		int (*fn)(struct kt_ctx *, void *) =
-			(int (*)(struct kt_ctx *, void *))sqe->reserved[0];
-
-		return fn(ctx, (void *)sqe->reserved[1]);
-	}
-	if (sqe->opcode >= KT_OP_COUNT)
-		return -EINVAL;
-	if (!ctx->handlers[sqe->opcode])
-		return sqe->opcode == KT_OP_NOP ? 0 : -EOPNOTSUPP;
-	return ctx->handlers[sqe->opcode](ctx, sqe);
-}
-
-static void post_cqe(struct core_ring_slot *r, uint64_t user_data, int res)
-{
-	struct kt_ring_shared *sh = r->sh;
-	uint32_t tail = sh->cq_tail;
-	struct kt_cqe *cqe = &r->cqes[tail & (r->cq_entries - 1)];
-
-	cqe->user_data = user_data;
-	cqe->res = res;
-	cqe->flags = 0;
-	/* release: pairs with the submitter's acquire of cq_tail (W4) */
-	kt_store_release(&sh->cq_tail, tail + 1);
-	/* full barrier: pairs with kt_ring_wait_cq()'s barrier between
-	 * setting cq_waiting and rereading cq_tail (W6) */
-	kt_smp_mb();
-	if (kt_load_relaxed(&sh->cq_waiting))
-		core_futex_wake(&sh->cq_tail, 1);
-	int efd = __atomic_load_n(&r->eventfd, __ATOMIC_ACQUIRE);
-
-	if (efd >= 0) {
-		uint64_t one = 1;
-
-		if (write(efd, &one, sizeof(one)) < 0) {
-			/* a full eventfd counter still wakes epoll */
-		}
-	}
-}
-
-/* Run what one ring has queued, as far as its CQ has room. */
-static unsigned int serve_ring(struct kt_ctx *ctx, struct core_ring_slot *r)
-{
-	struct kt_ring_shared *sh = r->sh;
-	uint32_t head = sh->sq_head;
-	/* acquire: pairs with kt_submit()'s release of sq_tail (W2) */
-	uint32_t tail = kt_load_acquire(&sh->sq_tail);
-	unsigned int n = 0;
-
-	while (head != tail) {
-		struct kt_sqe sqe;
-
-		/* acquire: pairs with kt_cqe_seen()'s release of cq_head (W5) */
-		if (sh->cq_tail - kt_load_acquire(&sh->cq_head) >=
-		    r->cq_entries)
-			break;
-		sqe = r->sqes[head & (r->sq_entries - 1)];
-		head++;
-		/* release: pairs with kt_get_sqe()'s acquire of sq_head (W1);
-		 * the entry was copied, so the submitter may reuse it */
-		kt_store_release(&sh->sq_head, head);
-		post_cqe(r, sqe.user_data, op_dispatch(ctx, &sqe));
-		n++;
-	}
-	return n;
-}
-
-/* Whether a ring has entries; inside an odd epoch like a serving pass. */
-static bool rings_pending(struct kt_ctx *ctx)
-{
-	bool pending = false;
-	unsigned int i;
-
-	__atomic_add_fetch(&ctx->ring_epoch, 1, __ATOMIC_SEQ_CST);
-	for (i = 0; i < CORE_MAX_RINGS && !pending; i++) {
-		struct core_ring_slot *r =
-			__atomic_load_n(&ctx->rings[i], __ATOMIC_SEQ_CST);
-
-		pending = r && kt_load_relaxed(&r->sh->sq_tail) !=
-			       r->sh->sq_head;
-	}
-	__atomic_add_fetch(&ctx->ring_epoch, 1, __ATOMIC_SEQ_CST);
-	return pending;
-}
-
-void core_leader_loop(struct core_worker *w)
-{
-	struct kt_ctx *ctx = w->ctx;
-	uint64_t t0 = core_now_ns();
-	unsigned int spins = 0;
-
-	for (;;) {
-		unsigned int i, n = 0;
-
-		/* odd epoch: a pass is reading ring slots (see ring_detach) */
-		__atomic_add_fetch(&ctx->ring_epoch, 1, __ATOMIC_SEQ_CST);
-		for (i = 0; i < CORE_MAX_RINGS; i++) {
-			struct core_ring_slot *r =
-				__atomic_load_n(&ctx->rings[i], __ATOMIC_SEQ_CST);
-
-			if (r)
-				n += serve_ring(ctx, r);
-		}
-		__atomic_add_fetch(&ctx->ring_epoch, 1, __ATOMIC_SEQ_CST);
-		if (n) {
-			t0 = core_now_ns();
-			continue;
-		}
-		if (kt_load_acquire(&ctx->stop))
-			break;
-		kt_cpu_relax();
-		if (++spins % 64)
-			continue;
-		uint64_t now = core_now_ns();
-
-		if (now - t0 < ctx->spin_ns)
-			continue;
-		uint32_t seq = kt_load_relaxed(&ctx->wake_seq);
-
-		kt_store_release(&ctx->workers_asleep, 1);
-		/* full barrier: pairs with kt_submit()'s barrier between
-		 * publishing sq_tail and reading workers_asleep (W3) */
-		kt_smp_mb();
-		if (!rings_pending(ctx) && !kt_load_relaxed(&ctx->stop)) {
-			core_stat_add(&w->sleeps, 1);
-			core_futex_wait(&ctx->wake_seq, seq);
-		}
-		kt_store_release(&ctx->workers_asleep, 0);
-		core_stat_add(&w->spin_ns, now - t0);
-		t0 = core_now_ns();
-	}
-}
 
 static unsigned int cpus_allowed(void)
 {
@@ -193,33 +57,50 @@ static int ctx_pick_isa(struct kt_ctx *ctx, enum kt_isa want,
 	return 0;
 }
 
+/* The options, checked; KT_THREADS and KT_LOG fill what they leave 0. */
+static int ctx_read_opts(const struct kt_ctx_opts *opts, struct kt_ctx_opts *o)
+{
+	const char *env_threads = getenv("KT_THREADS");
+	unsigned int i;
+	int ret;
+
+	ret = CORE_OPTS_GET(o, opts, log_arg);
+	if (ret)
+		return ret;
+	if (o->isa < KT_ISA_AUTO || o->isa >= KT_ISA_COUNT ||
+	    (o->flags & ~KT_CTX_F_ALL) ||
+	    o->log_level > KT_CTX_LOG_LEVEL(KT_LOG_DEBUG))
+		return -EINVAL;
+	for (i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
+		if (o->reserved[i])
+			return -EINVAL;
+	if (env_threads && *env_threads && !o->threads)
+		o->threads = (uint32_t)strtoul(env_threads, NULL, 10);
+	return 0;
+}
+
 int core_ctx_create(const struct kt_ctx_opts *opts,
 		    const core_op_fn handlers[KT_OP_COUNT],
 		    bool (*isa_available)(enum kt_isa isa),
 		    struct kt_ctx **out)
 {
-	struct kt_ctx_opts o = { .sz = sizeof(o) };
-	const char *env_threads = getenv("KT_THREADS");
+	struct kt_ctx_opts o;
 	struct kt_ctx *ctx;
 	int ret;
 
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (opts) {
-		if (opts->sz < offsetof(struct kt_ctx_opts, flags) ||
-		    opts->sz > 65536)
-			return -EINVAL;
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
-	}
-	if (o.isa < KT_ISA_AUTO || o.isa >= KT_ISA_COUNT)
-		return -EINVAL;
+	ret = ctx_read_opts(opts, &o);
+	if (ret)
+		return ret;
 	ctx = aligned_alloc(64, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->log_fn = o.log_fn;
 	ctx->log_arg = o.log_arg;
+	ctx->log_level = o.log_level ? (int)o.log_level - 1 : core_log_level();
 	ctx->cpu_flags = core_cpu_flags();
 	if (handlers)
 		memcpy(ctx->handlers, handlers, sizeof(ctx->handlers));
@@ -230,8 +111,6 @@ int core_ctx_create(const struct kt_ctx_opts *opts,
 	ret = ctx_pick_isa(ctx, o.isa, isa_available);
 	if (ret)
 		goto err_free;
-	if (env_threads && *env_threads && !o.threads)
-		o.threads = (uint32_t)strtoul(env_threads, NULL, 10);
 	ret = core_topo_discover(&ctx->topo, &o, o.threads);
 	if (ret) {
 		core_log(ctx, KT_LOG_ERROR, "NUMA topology: %s", strerror(-ret));
@@ -248,19 +127,17 @@ int core_ctx_create(const struct kt_ctx_opts *opts,
 	if (ret)
 		goto err_topo;
 	ctx->cpus_busy = ctx->n_workers >= cpus_allowed();
-	ret = kt_ring_init(ctx, 2, &ctx->sync_ring);
-	if (ret)
-		goto err_pool;
+	ctx->sync_spin = core_ring_default_spin(ctx);
 	core_log(ctx, KT_LOG_INFO, "context: isa %s, %u workers on %u node(s)",
 		 kt_isa_name(ctx->isa), ctx->n_workers, ctx->topo.n_nodes);
 	*out = ctx;
 	return 0;
 
-err_pool:
-	core_pool_stop(ctx);
 err_topo:
 	core_topo_free(&ctx->topo);
 err_free:
+	pthread_mutex_destroy(&ctx->rings_lock);
+	pthread_mutex_destroy(&ctx->sync_lock);
 	free(ctx);
 	return ret;
 }
@@ -269,8 +146,8 @@ KT_EXPORT void kt_ctx_destroy(struct kt_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	kt_ring_exit(&ctx->sync_ring);
 	core_pool_stop(ctx);
+	core_rings_orphan(ctx);
 	if (ctx->priv_free)
 		ctx->priv_free(ctx->priv);
 	core_topo_free(&ctx->topo);
@@ -279,52 +156,40 @@ KT_EXPORT void kt_ctx_destroy(struct kt_ctx *ctx)
 	free(ctx);
 }
 
-/* Submit one prepared entry on the internal ring and wait for it. */
-static int sync_submit(struct kt_ctx *ctx, const struct kt_sqe *tmpl)
-{
-	struct kt_ring *ring = &ctx->sync_ring;
-	struct kt_sqe *sqe;
-	struct kt_cqe *cqe;
-	int ret;
-
-	pthread_mutex_lock(&ctx->sync_lock);
-	sqe = kt_get_sqe(ring);
-	if (!sqe) {
-		ret = -EAGAIN;	/* cannot happen: one op at a time */
-		goto out;
-	}
-	*sqe = *tmpl;
-	kt_submit(ring);
-	ret = kt_wait_cqe(ring, &cqe);
-	if (!ret) {
-		ret = cqe->res;
-		kt_cqe_seen(ring);
-	}
-out:
-	pthread_mutex_unlock(&ctx->sync_lock);
-	return ret;
-}
-
 int core_ctx_exec(struct kt_ctx *ctx, int (*fn)(struct kt_ctx *, void *),
 		  void *arg)
 {
-	struct kt_sqe sqe = { .opcode = CORE_OP_EXEC };
+	struct core_sync_job job = { .fn = fn, .arg = arg };
 
-	sqe.reserved[0] = (uint64_t)(uintptr_t)fn;
-	sqe.reserved[1] = (uint64_t)(uintptr_t)arg;
-	return sync_submit(ctx, &sqe);
+	if (!ctx || !fn)
+		return -EINVAL;
+	return core_sync_run(ctx, &job);
 }
 
 KT_EXPORT int kt_moe_forward(struct kt_ctx *ctx, struct kt_model *m,
 			     const struct kt_moe_args *args)
 {
-	struct kt_sqe sqe;
+	struct core_sync_job job = { .fn = NULL };
 
 	if (!ctx || !args)
 		return -EINVAL;
-	memset(&sqe, 0, sizeof(sqe));
-	kt_prep_moe(&sqe, m, args->layer, args, 0);
-	return sync_submit(ctx, &sqe);
+	/* the op goes through the same checks as one from a ring */
+	kt_prep_moe(&job.sqe, m, args->layer, args, 0);
+	return core_sync_run(ctx, &job);
+}
+
+KT_EXPORT unsigned int kt_version(void)
+{
+	return KT_VERSION_CODE;
+}
+
+#define KT_STR_(x) #x
+#define KT_STR(x) KT_STR_(x)
+
+KT_EXPORT const char *kt_version_string(void)
+{
+	return KT_STR(KT_VERSION_MAJOR) "." KT_STR(KT_VERSION_MINOR) "."
+	       KT_STR(KT_VERSION_PATCH);
 }
 
 KT_EXPORT enum kt_isa kt_ctx_isa(const struct kt_ctx *ctx)

@@ -12,9 +12,8 @@
 
 #include "ktcore/core.h"
 
-#define CORE_MAX_RINGS 64
+#define CORE_MAX_RINGS KT_RING_MAX_PER_CTX
 #define CORE_MAX_CPUS 4096
-#define CORE_OP_EXEC 0xff	/* private opcode of core_ctx_exec() */
 #define CORE_STOP_LEADER 1	/* leader finishes its op and exits */
 #define CORE_STOP_WORKERS 2	/* then the other workers exit */
 
@@ -48,12 +47,25 @@ struct core_ring_slot {
 	int eventfd;
 };
 
+/*
+ * The private job slot: kt_moe_forward() and core_ctx_exec() hand the
+ * leader one job at a time here, never through a ring, so no SQE field
+ * of any ring can name a function to call.
+ */
+struct core_sync_job {
+	int (*fn)(struct kt_ctx *ctx, void *arg);	/* or NULL: run @sqe */
+	void *arg;
+	struct kt_sqe sqe;
+	int res;
+};
+
 struct kt_ctx {
 	enum kt_isa isa;
 	uint32_t cpu_flags;
 	uint64_t spin_ns;
 	kt_log_fn log_fn;
 	void *log_arg;
+	int log_level;		/* KT_LOG_*: from the opts, else KT_LOG */
 	core_op_fn handlers[KT_OP_COUNT];
 
 	struct core_topo topo;
@@ -71,14 +83,21 @@ struct kt_ctx {
 	/* ring service: the leader polls, submitters wake it */
 	uint32_t workers_asleep __attribute__((aligned(64)));
 	uint32_t wake_seq;
-	uint64_t ring_epoch __attribute__((aligned(64)));
+	/* odd while a leader pass may hold ring slots; a futex word */
+	uint32_t ring_epoch __attribute__((aligned(64)));
+	uint32_t epoch_waiters;		/* kt_ring_exit() sleeps on ring_epoch */
 	struct core_ring_slot *rings[CORE_MAX_RINGS];
 	pthread_mutex_t rings_lock;	/* ring init/exit only */
 	uint32_t stop;
 
-	/* kt_moe_forward() and core_ctx_exec() share one internal ring */
+	/* the private job slot (struct core_sync_job); sync_lock serialises
+	 * its users, sync_posted and sync_done count jobs */
 	pthread_mutex_t sync_lock;
-	struct kt_ring sync_ring;
+	uint32_t sync_posted __attribute__((aligned(64)));
+	uint32_t sync_done __attribute__((aligned(64)));
+	uint32_t sync_waiting;		/* the poster sleeps on sync_done */
+	uint32_t sync_spin;		/* polls before it sleeps */
+	struct core_sync_job sync_job;
 
 	void *priv;
 	void (*priv_free)(void *);
@@ -90,14 +109,19 @@ void core_topo_free(struct core_topo *t);
 
 int core_pool_start(struct kt_ctx *ctx);
 void core_pool_stop(struct kt_ctx *ctx);
-/* the leader's ring service loop, run by worker 0 */
+/* bump a worker counter: single writer, read concurrently (relaxed) */
+void core_stat_add(uint64_t *c, uint64_t v);
+
+/* ring.c: the consumer half, run by the leader (worker 0) */
 void core_leader_loop(struct core_worker *w);
+/* hand the leader one private job and wait for its result */
+int core_sync_run(struct kt_ctx *ctx, const struct core_sync_job *job);
+/* at kt_ctx_destroy(), after the workers stopped: cut off user rings */
+void core_rings_orphan(struct kt_ctx *ctx);
+/* kt_wait_cqe()'s polls before it sleeps, on rings of @ctx */
+uint32_t core_ring_default_spin(const struct kt_ctx *ctx);
 /* kt_ring_init() with every index starting at @start (tests wrap-around) */
 int core_ring_init_at(struct kt_ctx *ctx, unsigned int entries,
 		      struct kt_ring *ring, uint32_t start);
-/* bump a worker counter: single writer, read concurrently (relaxed) */
-void core_stat_add(uint64_t *c, uint64_t v);
-int core_futex_wait(uint32_t *addr, uint32_t val);
-void core_futex_wake(uint32_t *addr, int n);
 
 #endif /* KT_CORE_CTX_H */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * log.c - kt's only way to speak: a caller's callback, or stderr filtered by
- * the KT_LOG level (error, warn, info, debug; default warn).
+ * log.c - kt's only way to speak: a caller's callback, or stderr, filtered
+ * by the context's level (kt_ctx_opts.log_level, by default the KT_LOG
+ * level: error, warn, info, debug; default warn).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,9 +42,10 @@ static void log_emit(const struct kt_ctx *ctx, enum kt_log_level level,
 {
 	static const char *const tags[] = { "error", "warning", "info",
 					    "debug" };
+	int max = ctx ? ctx->log_level : core_log_level();
 	char msg[512];
 
-	if ((int)level > core_log_level())
+	if ((int)level > max)
 		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (ctx && ctx->log_fn) {

@@ -7,14 +7,13 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ktcore/ctx.h"
+#include "ktcore/futex.h"
 
 uint64_t core_now_ns(void)
 {
@@ -22,18 +21,6 @@ uint64_t core_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int core_futex_wait(uint32_t *addr, uint32_t val)
-{
-	if (syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0))
-		return -errno;
-	return 0;
-}
-
-void core_futex_wake(uint32_t *addr, int n)
-{
-	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
 void core_stat_add(uint64_t *c, uint64_t v)
@@ -64,18 +51,18 @@ void core_ctx_run(struct kt_ctx *ctx, core_job_fn fn, void *arg)
 		seq = ctx->job_seq + 1;
 		/* release: pairs with the workers' acquire of job_seq (P1),
 		 * publishing job_fn, job_arg and job_pending */
-		kt_store_release(&ctx->job_seq, seq);
+		__kt_store_release(&ctx->job_seq, seq);
 		/* full barrier: pairs with a worker's barrier between counting
 		 * itself a sleeper and rereading job_seq (P2) */
-		kt_smp_mb();
-		if (kt_load_relaxed(&ctx->job_sleepers))
+		__kt_smp_mb();
+		if (__kt_load_relaxed(&ctx->job_sleepers))
 			core_futex_wake(&ctx->job_seq, INT_MAX);
 	}
 	run_job(&ctx->workers[0], fn, arg);
 	/* acquire: pairs with each worker's release of job_pending (P3), so
 	 * everything the job wrote is visible to the leader */
-	while (kt_load_acquire(&ctx->job_pending))
-		kt_cpu_relax();
+	while (__kt_load_acquire(&ctx->job_pending))
+		__kt_cpu_relax();
 }
 
 /* A non-leader worker: wait for jobs until the context stops. */
@@ -92,9 +79,9 @@ static void worker_loop(struct core_worker *w)
 		unsigned int i = 0;
 
 		/* acquire: pairs with the leader's release of job_seq (P1) */
-		while ((seq = kt_load_acquire(&ctx->job_seq)) == seen &&
-		       kt_load_relaxed(&ctx->stop) < CORE_STOP_WORKERS) {
-			kt_cpu_relax();
+		while ((seq = __kt_load_acquire(&ctx->job_seq)) == seen &&
+		       __kt_load_relaxed(&ctx->stop) < CORE_STOP_WORKERS) {
+			__kt_cpu_relax();
 			if (++i % 256)
 				continue;
 			now = core_now_ns();
@@ -104,9 +91,9 @@ static void worker_loop(struct core_worker *w)
 					   __ATOMIC_RELAXED);
 			/* full barrier: pairs with the leader's barrier after
 			 * publishing job_seq (P2) */
-			kt_smp_mb();
-			if (kt_load_relaxed(&ctx->job_seq) == seen &&
-			    kt_load_relaxed(&ctx->stop) < CORE_STOP_WORKERS) {
+			__kt_smp_mb();
+			if (__kt_load_relaxed(&ctx->job_seq) == seen &&
+			    __kt_load_relaxed(&ctx->stop) < CORE_STOP_WORKERS) {
 				core_stat_add(&w->sleeps, 1);
 				core_futex_wait(&ctx->job_seq, seen);
 			}
@@ -186,16 +173,16 @@ void core_pool_stop(struct kt_ctx *ctx)
 {
 	unsigned int k;
 
-	kt_store_release(&ctx->stop, CORE_STOP_LEADER);
-	kt_smp_mb();
+	__kt_store_release(&ctx->stop, CORE_STOP_LEADER);
+	__kt_smp_mb();
 	__atomic_add_fetch(&ctx->wake_seq, 1, __ATOMIC_RELAXED);
 	core_futex_wake(&ctx->wake_seq, INT_MAX);
 	core_futex_wake(&ctx->job_seq, INT_MAX);
 	/* the leader stops first: it may still be forking a job out */
 	if (ctx->n_workers)
 		pthread_join(ctx->workers[0].thread, NULL);
-	kt_store_release(&ctx->stop, CORE_STOP_WORKERS);
-	kt_smp_mb();
+	__kt_store_release(&ctx->stop, CORE_STOP_WORKERS);
+	__kt_smp_mb();
 	core_futex_wake(&ctx->job_seq, INT_MAX);
 	for (k = 1; k < ctx->n_workers; k++)
 		pthread_join(ctx->workers[k].thread, NULL);

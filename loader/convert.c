@@ -460,12 +460,15 @@ static int write_meta(struct conv *c)
 
 KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 {
+	struct kt_convert_opts oo;
 	struct conv c;
 	int ret;
 
 	ldr_err_clear();
-	if (!o || o->sz < offsetof(struct kt_convert_opts, reserved) ||
-	    !o->input || !o->output)
+	if (!o || CORE_OPTS_GET(&oo, o, cancel))
+		return ldr_err(-EINVAL, "kt_convert: opts->sz too small, or fields this library does not know are set");
+	o = &oo;
+	if (!o->input || !o->output)
 		return ldr_err(-EINVAL, "kt_convert: input and output are required");
 	memset(&c, 0, sizeof(c));
 	c.o = o;

@@ -42,10 +42,6 @@ static int validate(const struct kt_model_desc *d, struct kern_pack_layout *l)
 	int ret;
 
 	memset(l, 0, sizeof(*l));
-	if (d->sz < offsetof(struct kt_model_desc, expert_mask)) {
-		l->err = "descriptor sz too small";
-		return -EINVAL;
-	}
 	if (!d->n_experts || !d->n_layers || !d->get_expert) {
 		l->err = "n_experts, n_layers and get_expert are required";
 		return -EINVAL;
@@ -126,6 +122,7 @@ KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
 			      const struct kt_model_desc *desc,
 			      struct kt_model **out)
 {
+	struct kt_model_desc dd;
 	struct kern_pack_layout l;
 	struct mem_model *mm;
 	struct kt_model *m;
@@ -136,6 +133,13 @@ KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
 	if (!ctx || !desc || !out)
 		return -EINVAL;
 	*out = NULL;
+	/* an older caller's struct lacks expert_mask: it reads as NULL */
+	if (CORE_OPTS_GET(&dd, desc, arg)) {
+		core_log(ctx, KT_LOG_ERROR,
+			 "kt_model_create: descriptor sz too small, or fields this library does not know are set");
+		return -EINVAL;
+	}
+	desc = &dd;
 	ret = validate(desc, &l);
 	if (ret) {
 		core_log(ctx, KT_LOG_ERROR, "kt_model_create: %s", l.err);

@@ -328,6 +328,7 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 			    struct kt_model **out)
 {
 	struct kern_pack_layout lay;
+	struct kt_model_opts o;
 	struct ldr_model_priv *p = NULL;
 	struct kt_model *m = NULL;
 	struct ldr_ktw *k = NULL;
@@ -338,21 +339,13 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	memset(&last_stats, 0, sizeof(last_stats));
 	if (!ctx || !path || !out)
 		return ldr_err(-EINVAL, "kt_model_open: ctx, path and out are required");
-	if (opts && opts->sz < offsetof(struct kt_model_opts, expert_mask) +
-	    sizeof(opts->expert_mask))
-		return ldr_err(-EINVAL, "kt_model_open: opts->sz too small");
-	if (opts && opts->sz >= offsetof(struct kt_model_opts, reserved) &&
-	    opts->io_block % 4096)
+	/* an older caller's missing fields read as 0 (the defaults) */
+	if (CORE_OPTS_GET(&o, opts, expert_mask))
+		return ldr_err(-EINVAL, "kt_model_open: opts->sz too small, or fields this library does not know are set");
+	opts = &o;
+	if (opts->io_block % 4096)
 		return ldr_err(-EINVAL, "kt_model_open: io_block %u is not a multiple of 4096",
 			       opts->io_block);
-	if (opts && opts->sz < offsetof(struct kt_model_opts, reserved)) {
-		/* an older caller: no io_* fields */
-		static __thread struct kt_model_opts o2;
-
-		memset(&o2, 0, sizeof(o2));
-		memcpy(&o2, opts, opts->sz);
-		opts = &o2;
-	}
 	ret = ldr_ktw_open(path, 0, &k);
 	if (ret)
 		goto err;

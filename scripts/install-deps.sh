@@ -5,7 +5,7 @@
 # nothing is missing. Needs root (or sudo) only when it installs.
 set -eu
 
-pkgs="gcc make libc6-dev pkg-config liburing-dev libnuma-dev libjansson-dev
+pkgs="gcc g++ make libc6-dev pkg-config liburing-dev libnuma-dev libjansson-dev
 numactl fio libhugetlbfs-bin"
 
 missing=""

@@ -10,12 +10,24 @@
 #include <stdint.h>
 #include <stdbool.h>
 
+#include <kt/version.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define KT_VERSION_MAJOR 0
-#define KT_VERSION_MINOR 1
+/**
+ * kt_version() - the version of the libkt actually loaded, which may be
+ *	newer than the headers a program was built with (KT_VERSION_CODE).
+ * Return: KT_VERSION(major, minor, patch).
+ */
+unsigned int kt_version(void);
+
+/**
+ * kt_version_string() - the same as "major.minor.patch".
+ * Return: a static string.
+ */
+const char *kt_version_string(void);
 
 struct kt_ctx;
 struct kt_model;
@@ -68,10 +80,17 @@ typedef void (*kt_log_fn)(void *arg, enum kt_log_level level, const char *msg);
  * @isa: kernel variant to force (KT_ISA_AUTO: best; KT_ISA overrides).
  * @spin_us: busy-poll time before a worker sleeps (0: 50 ms default;
  *	     use KT_CTX_SPIN_NONE to sleep at once).
- * @log_fn: log callback (NULL: messages go to stderr at or below KT_LOG's
- *	    level, which defaults to warn).
+ * @log_fn: log callback (NULL: messages go to stderr).
  * @log_arg: passed to @log_fn.
- * @flags: KT_CTX_F_*.
+ * @flags: KT_CTX_F_*; unknown bits are -EINVAL.
+ * @log_level: the most verbose level passed to @log_fn (or stderr), as
+ *	       KT_CTX_LOG_LEVEL(KT_LOG_*); 0 takes the KT_LOG environment
+ *	       variable, which defaults to warn.
+ * @reserved: must be zero.
+ *
+ * A caller built against an older, shorter struct passes its own @sz and
+ * the fields it lacks read as zero; a newer, longer one is accepted when
+ * the bytes this library does not know are zero (else -EINVAL).
  */
 struct kt_ctx_opts {
 	size_t sz;
@@ -83,11 +102,15 @@ struct kt_ctx_opts {
 	kt_log_fn log_fn;
 	void *log_arg;
 	uint32_t flags;
-	uint32_t reserved[15];
+	uint32_t log_level;
+	uint32_t reserved[14];
 };
 
 #define KT_CTX_SPIN_NONE	UINT32_MAX
 #define KT_CTX_F_NO_PIN		(1u << 0)	/* do not pin workers to cores */
+#define KT_CTX_F_ALL		KT_CTX_F_NO_PIN
+/* kt_ctx_opts.log_level of a KT_LOG_* level (0 is "unset") */
+#define KT_CTX_LOG_LEVEL(level)	((uint32_t)(level) + 1)
 
 /**
  * kt_ctx_create() - start a context: worker pools, kernel dispatch.
@@ -95,7 +118,9 @@ struct kt_ctx_opts {
  * @out: receives the context; release with kt_ctx_destroy().
  *
  * Context: any thread; blocks while workers start.
- * Return: 0; -EINVAL bad options or environment (KT_ISA unknown);
+ * Return: 0; -EINVAL bad options (@sz too small, unknown flags or log
+ *	   level, non-zero reserved or unknown trailing bytes) or
+ *	   environment (KT_ISA unknown);
  *	   -EOPNOTSUPP the forced ISA is not supported by this CPU;
  *	   -ENODEV a requested NUMA node has no CPUs; -ENOMEM.
  */
@@ -104,7 +129,8 @@ int kt_ctx_create(const struct kt_ctx_opts *opts, struct kt_ctx **out);
 /**
  * kt_ctx_destroy() - stop workers and free the context.
  * @ctx: context, may be NULL. Models and rings of @ctx must be released
- *	 first; ops still in flight are completed before workers stop.
+ *	 first; ops still in flight are completed before workers stop. A
+ *	 ring still attached is cut off (see kt_ring_exit()) and logged.
  *
  * Context: any thread but a kt worker; blocks until workers exit.
  */
@@ -442,17 +468,20 @@ struct kt_moe_args {
 };
 
 #define KT_MOE_F_ACCUMULATE	(1u << 0)	/* y += result */
+#define KT_MOE_F_ALL		KT_MOE_F_ACCUMULATE
 #define KT_MOE_MAX_TOPK		16
 #define KT_MOE_MAX_TOKENS	65536
 
 /**
- * kt_moe_forward() - run one MoE op and wait for it (a thin ring wrapper).
+ * kt_moe_forward() - run one MoE op and wait for it; the same checks and
+ *	work as a KT_OP_MOE submitted on a ring, without one.
  * @ctx: context.
  * @m: model.
- * @args: op arguments.
+ * @args: op arguments (pad and reserved fields zero).
  *
  * Context: any thread but a kt worker; blocks. Calls are serialised per ctx.
- * Return: 0; -EINVAL bad arguments.
+ * Return: 0; -EINVAL bad arguments (logged at debug level); -EOPNOTSUPP
+ *	   no kernels for @m's quantization on the context's ISA.
  */
 int kt_moe_forward(struct kt_ctx *ctx, struct kt_model *m,
 		   const struct kt_moe_args *args);

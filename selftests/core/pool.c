@@ -5,8 +5,9 @@
  * on the next submission, shutdown under load, counters, ISA choice.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "kt_test.h"
 #include "ktcore/ctx.h"
@@ -16,6 +17,8 @@ struct fork_state {
 	unsigned int node_of[64];
 	unsigned int n_node[64];
 	unsigned int rounds;
+	unsigned int ops_started;	/* fork_op calls begun */
+	unsigned int ops_done;		/* and ended */
 };
 
 static void count_job(void *arg, const struct core_worker_info *w)
@@ -32,8 +35,10 @@ static int fork_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	struct fork_state *s = (struct fork_state *)sqe->moe.y;
 	unsigned int r;
 
+	__atomic_add_fetch(&s->ops_started, 1, __ATOMIC_RELAXED);
 	for (r = 0; r < s->rounds; r++)
 		core_ctx_run(ctx, count_job, s);
+	__atomic_add_fetch(&s->ops_done, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -92,27 +97,49 @@ TEST(fake_two_nodes_split)
 	kt_ctx_destroy(ctx);
 }
 
+/* The fewest sleeps any worker of @ctx has counted. */
+static uint64_t min_sleeps(struct kt_ctx *ctx)
+{
+	struct kt_worker_stats st;
+	uint64_t min = UINT64_MAX;
+	unsigned int i;
+
+	for (i = 0; i < kt_ctx_threads(ctx); i++)
+		if (!kt_ctx_worker_stats(ctx, i, &st) && st.sleeps < min)
+			min = st.sleeps;
+	return min;
+}
+
+/*
+ * Workers go to sleep once their spin budget is spent, and the next op
+ * wakes every one of them. No sleeps of our own: each round waits until
+ * every worker has counted one more sleep (the test's timeout is the only
+ * bound), then submits, and the op must reach every worker.
+ */
 TEST(sleep_then_wake)
 {
 	struct kt_ctx *ctx = make_ctx(2, 200);
 	struct fork_state s = { 0 };
 	struct kt_worker_stats st;
-	struct timespec ts = { 0, 50 * 1000 * 1000 };
-	uint64_t sleeps = 0;
+	uint64_t min, prev_min = 0;
 	unsigned int i, round;
 
 	ASSERT_NE(ctx, NULL);
 	for (round = 0; round < 5; round++) {
 		ASSERT_EQ(run_rounds(ctx, &s, 1), 0);
-		nanosleep(&ts, NULL);	/* longer than the 200 us budget */
+		do {
+			sched_yield();
+			min = min_sleeps(ctx);
+		} while (min <= prev_min);
+		prev_min = min;
 	}
+	ASSERT_EQ(run_rounds(ctx, &s, 1), 0);
 	for (i = 0; i < kt_ctx_threads(ctx); i++) {
 		ASSERT_EQ(kt_ctx_worker_stats(ctx, i, &st), 0);
-		EXPECT_EQ(st.tasks, 5u);
-		sleeps += st.sleeps;
+		EXPECT_EQ(st.tasks, 6u);
+		EXPECT_GE(st.sleeps, 5u);
+		EXPECT_EQ(s.hits[i], 6u);
 	}
-	EXPECT_GE(sleeps, 4u);
-	EXPECT_EQ(s.hits[0], 5u);
 	EXPECT_EQ(kt_ctx_worker_stats(ctx, 999, &st), -EINVAL);
 	kt_ctx_destroy(ctx);
 }
@@ -130,26 +157,45 @@ TEST(no_spin_sleeps_at_once)
 	kt_ctx_destroy(ctx);
 }
 
+/*
+ * Exit a ring and destroy the context with ops queued and one running:
+ * every op that started ran its 50 fork-joins to the end on every worker
+ * before kt_ring_exit() returned, and none started after it.
+ */
 TEST(destroy_under_load)
 {
-	unsigned int iter;
+	unsigned int iter, ran = 0;
 
 	for (iter = 0; iter < 20; iter++) {
 		struct kt_ctx *ctx = make_ctx(0, iter % 2 ? 0 : 100);
 		struct fork_state s = { .rounds = 50 };
 		struct kt_ring ring;
 		struct kt_moe_args a = { .y = &s };
-		unsigned int i;
+		unsigned int i, n, after_exit;
 
 		ASSERT_NE(ctx, NULL);
+		n = kt_ctx_threads(ctx);
 		ASSERT_EQ(kt_ring_init(ctx, 16, &ring), 0);
 		for (i = 0; i < 16; i++)
 			kt_prep_moe(kt_get_sqe(&ring), NULL, 0, &a, i);
-		kt_submit(&ring);
-		/* leave without reaping: the op in flight ends, the rest drop */
+		EXPECT_EQ(kt_submit(&ring), 16);
+		/* leave while the first op runs, without reaping: the op in
+		 * flight ends, the ones not taken yet are dropped */
+		while (!__atomic_load_n(&s.ops_started, __ATOMIC_ACQUIRE))
+			sched_yield();
 		kt_ring_exit(&ring);
+		after_exit = __atomic_load_n(&s.ops_started, __ATOMIC_ACQUIRE);
+		EXPECT_EQ(__atomic_load_n(&s.ops_done, __ATOMIC_ACQUIRE),
+			  after_exit);
 		kt_ctx_destroy(ctx);
+		EXPECT_EQ(s.ops_started, after_exit);
+		EXPECT_GE(s.ops_started, 1u);
+		EXPECT_LE(s.ops_started, 16u);
+		for (i = 0; i < n; i++)
+			EXPECT_EQ(s.hits[i], 50 * s.ops_started);
+		ran += s.ops_started;
 	}
+	TH_LOG("%u of 320 ops ran before their ring was exited", ran);
 }
 
 static int exec_fn(struct kt_ctx *ctx, void *arg)
@@ -168,6 +214,52 @@ TEST(exec_runs_on_leader)
 	ASSERT_NE(ctx, NULL);
 	EXPECT_EQ(core_ctx_exec(ctx, exec_fn, &s), 1234);
 	EXPECT_EQ(s.hits[0], 1u);
+	kt_ctx_destroy(ctx);
+}
+
+struct exec_arg {
+	struct kt_ctx *ctx;
+	unsigned int *count;	/* bumped on the leader, not atomically */
+	int bad;
+};
+
+static int bump_exec(struct kt_ctx *ctx, void *arg)
+{
+	return (int)++*(unsigned int *)arg;
+}
+
+static void *exec_thread(void *p)
+{
+	struct exec_arg *e = p;
+	unsigned int i;
+
+	for (i = 0; i < 500; i++)
+		if (core_ctx_exec(e->ctx, bump_exec, e->count) <= 0)
+			e->bad++;
+	return NULL;
+}
+
+/* The private job slot serialises its callers: 4 threads x 500 plain
+ * increments on the leader add up, each call gets its own result. */
+TEST(exec_from_many_threads)
+{
+	struct kt_ctx *ctx = make_ctx(2, KT_CTX_SPIN_NONE);
+	struct exec_arg e[4];
+	unsigned int count = 0;
+	pthread_t t[4];
+	int i;
+
+	ASSERT_NE(ctx, NULL);
+	for (i = 0; i < 4; i++) {
+		e[i] = (struct exec_arg){ .ctx = ctx, .count = &count };
+		ASSERT_EQ(pthread_create(&t[i], NULL, exec_thread, &e[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		EXPECT_EQ(e[i].bad, 0);
+	}
+	EXPECT_EQ(count, 2000u);
+	EXPECT_EQ(core_ctx_exec(ctx, NULL, NULL), -EINVAL);
 	kt_ctx_destroy(ctx);
 }
 
