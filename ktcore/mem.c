@@ -142,14 +142,14 @@ int core_mem_alloc(struct kt_ctx *ctx, size_t len, unsigned int flags,
 			if (map_hugetlb(m, SZ_1G))
 				return 0;
 			warn_once(ctx, WARN_1G,
-				  "memory: not enough free 1 GiB hugepages for %.1f MiB; trying 2 MiB hugepages",
-				  m->len / 1048576.0);
+				  "memory: not enough free 1 GiB hugepages for %.1f GiB; trying 2 MiB hugepages",
+				  m->len / 1073741824.0);
 		}
 		if (map_hugetlb(m, SZ_2M))
 			return 0;
 		warn_once(ctx, WARN_HUGETLB,
-			  "memory: not enough free 2 MiB hugepages for %.1f MiB (vm.nr_hugepages, scripts/setup-hugepages.sh); using %s",
-			  m->len / 1048576.0,
+			  "memory: not enough free 2 MiB hugepages for %zu of them (vm.nr_hugepages, scripts/setup-hugepages.sh); using %s",
+			  (size_t)(round_up(m->len, SZ_2M) / SZ_2M),
 			  flags & CORE_MEM_F_NO_THP ? "4 KiB pages" :
 			  "transparent hugepages");
 	}
