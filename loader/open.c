@@ -128,7 +128,8 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 	/* bound before first touch, so the reads fault each page in on
 	 * the node that computes on most of it */
 	ldr_placement_init(&place, &lay, nodes, 0, n, stride);
-	ret = core_mem_alloc_spread(ctx, n * stride, flags & KT_MODEL_F_NO_HUGEPAGE ?
+	ret = core_mem_alloc_spread(ctx, n * stride,
+				    flags & KT_MODEL_F_NO_HUGEPAGE ?
 				    CORE_MEM_F_SMALL : CORE_MEM_F_1G,
 				    &place.lay, &p->mem);
 	if (ret) {
