@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * core.h - what ktcore offers the other folders: the context's worker
- * pools (fork-join over every worker), node memory, logging, CPU features.
+ * pools (fork-join over every worker), logging, CPU features; node memory
+ * is ktcore/mem.h.
  */
 #ifndef KT_CORE_CORE_H
 #define KT_CORE_CORE_H
@@ -64,12 +65,7 @@ unsigned int core_ctx_node_threads(const struct kt_ctx *ctx,
 void *core_ctx_priv(const struct kt_ctx *ctx);
 void core_ctx_set_priv(struct kt_ctx *ctx, void *priv, void (*free)(void *));
 
-/*
- * Memory bound to a NUMA node (mbind, hugepages when available), zeroed.
- * Off the hot path only. core_node_free() needs the size given.
- */
-void *core_node_alloc(int node, size_t size);
-void core_node_free(void *p, size_t size);
+/* Node-placed memory: ktcore/mem.h. */
 
 /*
  * Read a caller's options struct (it starts with size_t sz) into @dst, the

@@ -101,6 +101,8 @@ struct kt_ctx {
 
 	void *priv;
 	void (*priv_free)(void *);
+
+	uint32_t mem_warned;	/* memory fallbacks told once (mem.c) */
 };
 
 int core_topo_discover(struct core_topo *t, const struct kt_ctx_opts *o,

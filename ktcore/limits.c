@@ -9,6 +9,7 @@
 
 #include "kernels/kern.h"
 #include "ktcore/core.h"
+#include "ktcore/mem.h"
 
 #define LIMITS_BW_BYTES		(1ull << 30)
 #define LIMITS_BW_MS		500
@@ -145,7 +146,7 @@ KT_EXPORT int kt_ctx_measure_read_bw(struct kt_ctx *ctx, size_t bytes,
 
 		nb = (nb + 4095) & ~(size_t)4095;
 		j->node[i].bytes = nb;
-		j->node[i].buf = core_node_alloc(core_ctx_node_id(ctx, i), nb);
+		j->node[i].buf = core_node_alloc(ctx, core_ctx_node_id(ctx, i), nb);
 		if (!j->node[i].buf) {
 			ret = -ENOMEM;
 			goto free_bufs;

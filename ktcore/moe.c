@@ -12,6 +12,7 @@
 #include "kernels/kern.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
+#include "ktcore/mem.h"
 #include "ktcore/model.h"
 #include "ktcore/moe.h"
 
@@ -276,7 +277,7 @@ static int reserve_fn(struct kt_ctx *ctx, void *p)
 			dims_max(&d, &old->d);
 		dims_chunk(&d);
 		bytes = node_layout(NULL, NULL, &d);
-		p8 = core_node_alloc(core_ctx_node_id(ctx, j), bytes);
+		p8 = core_node_alloc(ctx, core_ctx_node_id(ctx, j), bytes);
 		if (!p8)
 			return -ENOMEM;
 		n = (struct moe_node *)p8;

@@ -15,10 +15,11 @@
 
 #include "kernels/pack.h"
 #include "ktcore/core.h"
+#include "ktcore/mem.h"
 #include "loader/error.h"
 #include "loader/io.h"
 #include "loader/ktw.h"
-#include "loader/mem.h"
+#include "loader/placement.h"
 #include "kernels/crc32c.h"
 #include "uring/reader.h"
 
@@ -172,22 +173,30 @@ out:
 	return ret;
 }
 
-struct stage_place {
-	const struct ldr_mem *mem;
-	int err;
-};
-
-static void stage_bind(void *arg, uint64_t off, uint64_t len,
-		       unsigned int node_idx)
+/*
+ * Bind the staged copy as kt_model_open() would place it on a context of
+ * every node of the machine: the header and each node's slices of every
+ * blob, whole hugetlbfs pages, before the read faults them in.
+ */
+static void stage_place(const struct ldr_ktw *k, const struct core_mem *mem)
 {
-	struct stage_place *sp = arg;
+	struct ldr_placement place;
+	struct kern_pack_layout lay;
+	int ids[KT_MAX_NODES];
+	unsigned int n = 1, i;
 
-	if (node_idx && off < sp->mem->map_len) {
-		if (len > sp->mem->map_len - off)
-			len = sp->mem->map_len - off;
-		if (ldr_mem_bind(sp->mem, off, len, (int)node_idx) && !sp->err)
-			sp->err = -EINVAL;
-	}
+	if (numa_available() >= 0)
+		n = (unsigned int)numa_num_configured_nodes();
+	if (n > KT_MAX_NODES)
+		n = KT_MAX_NODES;
+	for (i = 0; i < n; i++)
+		ids[i] = (int)i;
+	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
+			 k->hdr.inter, k->hdr.group_size, &lay);
+	ldr_placement_init(&place, &lay, n, k->hdr.data_off, k->n_entries,
+			   k->hdr.blob_stride);
+	/* locality only: a failed bind leaves pages where they fault */
+	core_mem_bind_spread(NULL, mem, &place.lay, ids, n);
 }
 
 KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
@@ -199,8 +208,7 @@ KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
 	struct ur_span *spans = NULL;
 	struct ur_read_opts ro = { 0 };
 	struct check_ctx c = { 0 };
-	struct stage_place sp;
-	struct ldr_mem mem = { 0 };
+	struct core_mem mem = { 0 };
 	struct ldr_ktw *k;
 	struct statfs sfs;
 	uint64_t len, i;
@@ -252,21 +260,8 @@ KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
 	}
 	mem.len = mem.map_len = len;
 	mem.page = (uint64_t)sfs.f_bsize;
-	/* as kt_model_open() would place it, for every node of the machine */
-	ldr_mem_bind(&mem, 0, len, 0);
-	if (numa_available() >= 0 && numa_num_configured_nodes() > 1) {
-		struct kern_pack_layout lay;
-		struct ldr_mem blobs = mem;
-
-		kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
-				 k->hdr.inter, k->hdr.group_size, &lay);
-		blobs.base = mem.base + k->hdr.data_off;
-		blobs.map_len = len - k->hdr.data_off;
-		sp = (struct stage_place){ &blobs, 0 };
-		ldr_place_plan(&lay, (unsigned int)numa_num_configured_nodes(),
-			       k->n_entries, k->hdr.blob_stride, mem.page,
-			       stage_bind, &sp);
-	}
+	mem.kind = mem.page >= (1ull << 30) ? CORE_PAGE_1G : CORE_PAGE_2M;
+	stage_place(k, &mem);
 	spans = calloc(k->n_entries + 1, sizeof(*spans));
 	if (!spans) {
 		ret = -ENOMEM;

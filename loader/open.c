@@ -16,10 +16,11 @@
 #include "ktcore/moe.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
+#include "ktcore/mem.h"
 #include "ktcore/model.h"
 #include "loader/error.h"
 #include "loader/ktw.h"
-#include "loader/mem.h"
+#include "loader/placement.h"
 #include "kernels/crc32c.h"
 #include "uring/reader.h"
 
@@ -31,7 +32,7 @@ KT_EXPORT void kt_load_stats_get(struct kt_load_stats *st)
 }
 
 struct ldr_model_priv {
-	struct ldr_mem mem;	/* read into */
+	struct core_mem mem;	/* read into */
 	uint8_t *map;		/* or a staged file mapped */
 	size_t map_len;
 };
@@ -42,7 +43,7 @@ static void model_release(struct kt_model *m)
 	struct ldr_model_priv *p = m->priv;
 
 	if (p) {
-		ldr_mem_free(&p->mem);
+		core_mem_free(&p->mem);
 		if (p->map)
 			munmap(p->map, p->map_len);
 		free(p);
@@ -95,55 +96,6 @@ static int span_done(void *arg, size_t idx, const struct ur_span *s)
 	return 0;
 }
 
-struct place_ctx {
-	struct kt_ctx *ctx;
-	const struct ldr_mem *mem;
-	int err;
-};
-
-static void place_run(void *arg, uint64_t off, uint64_t len,
-		      unsigned int node_idx)
-{
-	struct place_ctx *pc = arg;
-	int ret;
-
-	if (!node_idx || off >= pc->mem->map_len)
-		return;		/* node 0 got the whole region first */
-	if (len > pc->mem->map_len - off)
-		len = pc->mem->map_len - off;
-	ret = ldr_mem_bind(pc->mem, off, len, core_ctx_node_id(pc->ctx, node_idx));
-	if (ret && !pc->err)
-		pc->err = ret;
-}
-
-/*
- * Bind each page to the node that computes on the bytes it starts with,
- * before anything touches it: the whole region to the first node, then
- * the other nodes' slices (kern_pack_node_ranges) of every blob.
- */
-static int load_place(struct kt_ctx *ctx, const struct ldr_ktw *k,
-		      const struct ldr_mem *mem, uint64_t n_blobs)
-{
-	struct place_ctx pc = { ctx, mem, 0 };
-	struct kern_pack_layout lay;
-	unsigned int nodes = core_ctx_nodes(ctx);
-	int ret;
-
-	ret = ldr_mem_bind(mem, 0, mem->map_len, core_ctx_node_id(ctx, 0));
-	if (ret || nodes < 2)
-		goto out;
-	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
-			 k->hdr.inter, k->hdr.group_size, &lay);
-	ldr_place_plan(&lay, nodes, n_blobs, k->hdr.blob_stride, mem->page,
-		       place_run, &pc);
-	ret = pc.err;
-out:
-	if (ret)	/* locality lost, results still right: warn, go on */
-		core_log(ctx, KT_LOG_WARN, "%s: mbind failed (%s); model memory not node-bound",
-			 k->path, strerror(-ret));
-	return 0;
-}
-
 /* Read the present blobs into node-bound memory. */
 static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 		     const struct kt_model_opts *o, struct ldr_model_priv *p,
@@ -156,31 +108,35 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 	struct ur_read_stats rs;
 	struct ur_span *spans = NULL;
 	struct verify_ctx v;
-	unsigned int nodes = ctx ? core_ctx_nodes(ctx) : 1;
+	struct ldr_placement place;
+	struct kern_pack_layout lay;
+	unsigned int nodes = core_ctx_nodes(ctx);
 	int fd = -1, ret;
 	uint64_t t0;
 
 	for (i = 0; i < k->n_entries; i++)
 		if (!masked(mask, k->table[i].expert))
 			n++;
+	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
+			 k->hdr.inter, k->hdr.group_size, &lay);
 	spans = calloc(n ? n : 1, sizeof(*spans));
 	entry_of = calloc(n ? n : 1, sizeof(*entry_of));
 	if (!spans || !entry_of) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	/* a node's slice of an expert is megabytes: with several nodes,
-	 * 1 GiB pages could not keep the slices apart */
-	ret = ldr_mem_alloc(n * stride, !(flags & KT_MODEL_F_NO_HUGEPAGE),
-			    nodes == 1, &p->mem);
+	/* bound before first touch, so the reads fault each page in on
+	 * the node that computes on most of it */
+	ldr_placement_init(&place, &lay, nodes, 0, n, stride);
+	ret = core_mem_alloc_spread(ctx, n * stride,
+				    flags & KT_MODEL_F_NO_HUGEPAGE ?
+				    CORE_MEM_F_SMALL : CORE_MEM_F_1G,
+				    &place.lay, &p->mem);
 	if (ret) {
 		ldr_err(ret, "%s: not enough memory for %.1f MiB of experts (see MemAvailable; mask GPU experts or stage on hugetlbfs)",
 			k->path, n * stride / 1048576.0);
 		goto out;
 	}
-	ret = load_place(ctx, k, &p->mem, n);
-	if (ret)
-		goto out;
 	for (i = 0, n = 0; i < k->n_entries; i++) {
 		if (masked(mask, k->table[i].expert))
 			continue;
@@ -229,7 +185,7 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 		blob_error(k, v.bad_entry, v.bad_crc);
 	else if (ret)
 		ldr_err(ret, "%s: read failed: %s", k->path, strerror(-ret));
-	if (nodes > 1 && ctx)
+	if (nodes > 1)
 		core_log(ctx, KT_LOG_DEBUG, "%s: placed on %u nodes", k->path,
 			 nodes);
 out:
@@ -415,7 +371,7 @@ err:
 		free(m);
 	}
 	if (p) {
-		ldr_mem_free(&p->mem);
+		core_mem_free(&p->mem);
 		if (p->map)
 			munmap(p->map, p->map_len);
 		free(p);

@@ -1,37 +1,31 @@
 // SPDX-License-Identifier: MIT
 /*
- * model-mem.c - kt_model_create(): a model quantized and packed from
+ * create.c - kt_model_create(): a model quantized and packed from
  * weights in memory, each node's slice of every expert on that node.
  */
 #include <errno.h>
-#include <numa.h>
-#include <numaif.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "ktcore/moe.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
+#include "ktcore/mem.h"
 #include "ktcore/model.h"
+#include "loader/placement.h"
 
 #define BLOB_ALIGN 4096ul
 
 struct mem_model {
 	struct kt_model m;
-	uint8_t *base;
-	size_t bytes;
-	bool mapped;		/* own mmap (several nodes), else node alloc */
+	struct core_mem mem;	/* the packed blobs */
 };
 
 static void mem_release(struct kt_model *m)
 {
 	struct mem_model *mm = (struct mem_model *)m;
 
-	if (mm->mapped)
-		munmap(mm->base, mm->bytes);
-	else
-		core_node_free(mm->base, mm->bytes);
+	core_mem_free(&mm->mem);
 	free(m->experts);
 	free(m->layer_ids);
 	free(mm);
@@ -60,62 +54,16 @@ static bool masked(const uint64_t *mask, uint32_t e)
 	return mask && (mask[e / 64] >> (e % 64) & 1);
 }
 
-/* Bind the whole pages of each node's ranges of every blob to the node. */
-static void bind_slices(struct kt_ctx *ctx, const struct kern_pack_layout *l,
-			uint8_t *base, size_t n_blobs, size_t stride)
-{
-	unsigned int n_nodes = core_ctx_nodes(ctx), j;
-	size_t b, page = 4096;
-	int r, n;
-
-	for (j = 0; j < n_nodes; j++) {
-		struct kern_range rg[KERN_PACK_MAX_RANGES];
-		unsigned long mask[KT_MAX_NODES / 64 + 1] = { 0 };
-		int node = core_ctx_node_id(ctx, j);
-
-		if (node < 0 || node >= KT_MAX_NODES)
-			continue;
-		mask[node / 64] |= 1ul << (node % 64);
-		n = kern_pack_node_ranges(l, n_nodes, j, rg);
-		for (b = 0; b < n_blobs; b++)
-			for (r = 0; r < n; r++) {
-				uintptr_t s = (uintptr_t)base + b * stride +
-					rg[r].off;
-				uintptr_t e = s + rg[r].len;
-
-				s = (s + page - 1) & ~(page - 1);
-				e &= ~(page - 1);
-				if (e > s)
-					mbind((void *)s, e - s, MPOL_PREFERRED,
-					      mask, KT_MAX_NODES + 1, 0);
-			}
-	}
-}
-
+/* Each page on the node that computes on most of it, before packing. */
 static int alloc_blobs(struct kt_ctx *ctx, struct mem_model *mm,
 		       const struct kern_pack_layout *l, size_t n_blobs,
 		       size_t stride)
 {
-	mm->bytes = n_blobs * stride;
-	if (!mm->bytes)
-		mm->bytes = BLOB_ALIGN;
-	if (core_ctx_nodes(ctx) == 1) {
-		mm->base = core_node_alloc(core_ctx_node_id(ctx, 0), mm->bytes);
-		return mm->base ? 0 : -ENOMEM;
-	}
-	/* several nodes: 4 KiB pages so that slices can be bound apart */
-	mm->base = mmap(NULL, mm->bytes, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (mm->base == MAP_FAILED) {
-		mm->base = NULL;
-		return -ENOMEM;
-	}
-	mm->mapped = true;
-	/* 2 MiB pages still fit inside each node's slices of a blob */
-	madvise(mm->base, mm->bytes, MADV_HUGEPAGE);
-	if (numa_available() >= 0)
-		bind_slices(ctx, l, mm->base, n_blobs, stride);
-	return 0;
+	struct ldr_placement place;
+
+	ldr_placement_init(&place, l, core_ctx_nodes(ctx), 0, n_blobs, stride);
+	return core_mem_alloc_spread(ctx, n_blobs * stride, CORE_MEM_F_1G,
+				     &place.lay, &mm->mem);
 }
 
 KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
@@ -186,7 +134,7 @@ KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
 			ret = desc->get_expert(desc->arg, layer, e, &src);
 			if (ret)
 				goto err_release;
-			blob = mm->base + b++ * stride;
+			blob = mm->mem.base + b++ * stride;
 			ret = kern_pack_expert(&l, src.gate, src.up, src.down,
 					       desc->src_dtype, blob);
 			if (ret)
