@@ -412,20 +412,19 @@ TEST(nonzero_reserved_pad_and_flags_are_rejected)
 	struct kt_ring ring;
 	struct kt_sqe sqe;
 	struct kt_moe_args a = { .tokens = 1, .top_k = 7 };
+	static const char want[][20] = {
+		"pad[0]", "pad[5]", "reserved[0]", "reserved[2]",
+		"flags", "opcode", "moe.pad0", "moe.pad1",
+		"moe.reserved[0]", "moe.reserved[1]", "moe.flags",
+		"NOP has a model", "NOP has moe",
+	};
 	unsigned int i;
 
 	ASSERT_NE(ctx, NULL);
 	ASSERT_EQ(kt_ring_init(ctx, 2, &ring), 0);
 	kt_prep_moe(&sqe, NULL, 0, &a, 1);
 	EXPECT_EQ(run_raw(&ring, &sqe), 1);	/* the clean entry works */
-	for (i = 0; i < 13; i++) {
-		static const char *const want[] = {
-			"pad[0]", "pad[5]", "reserved[0]", "reserved[2]",
-			"flags", "opcode", "moe.pad0", "moe.pad1",
-			"moe.reserved[0]", "moe.reserved[1]", "moe.flags",
-			"NOP has a model", "NOP has moe",
-		};
-
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		kt_prep_moe(&sqe, NULL, 0, &a, 100 + i);
 		switch (i) {
 		case 0: sqe.pad[0] = 1; break;
