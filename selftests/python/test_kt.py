@@ -371,7 +371,41 @@ def t_rss():
         grew, n, us, "ring" if kt.has_ring else "kt_moe_forward")
 
 
-TESTS = [("library", t_library), ("ctor_errors", t_ctor_errors),
+def t_pip_install():
+    """pip install ./python works offline with setuptools alone."""
+    import shutil
+    try:
+        import setuptools  # noqa: F401
+        import venv  # noqa: F401
+    except ImportError as e:
+        raise Skip("%s (apt-get install python3-setuptools python3-venv)"
+                   % e)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "src")
+        shutil.copytree(os.path.join(ktt.TOP, "python"), src,
+                        ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                      "__pycache__"))
+        env_dir = os.path.join(tmp, "venv")
+        r = subprocess.run([sys.executable, "-m", "venv",
+                            "--system-site-packages", env_dir],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode:
+            raise Skip("python3 -m venv fails: %s" % r.stderr.strip()[-200:])
+        py = os.path.join(env_dir, "bin", "python")
+        r = subprocess.run([py, "-m", "pip", "install", "--no-index",
+                            "--quiet", src], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        r = subprocess.run([py, "-c", "import kt; print(kt.__file__)"],
+                           cwd=tmp, env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith(env_dir), r.stdout
+    return "installed offline into a venv"
+
+
+TESTS = [("library", t_library), ("pip_install", t_pip_install), ("ctor_errors", t_ctor_errors),
          ("input_errors", t_input_errors), ("int8_vs_f64", t_int8),
          ("int4_vs_f64", t_int4), ("bf16_vs_f64", t_bf16),
          ("vs_scalar_oracle", t_vs_oracle), ("tensor_kinds", t_kinds),
