@@ -56,7 +56,9 @@ function parse(line,   r, m) {
 	r = line; sub(/^ \*/, "", r)
 	if (kname == "") {
 		m = r; sub(/^ /, "", m)
-		kname = m; sub(/[ (].*/, "", kname)
+		kname = m
+		if (kname ~ /^(struct|typedef) /) sub(/ - .*/, "", kname)
+		else sub(/[ (].*/, "", kname)
 		sub(/^[^-]*- ?/, "", m)
 		doc["summary"] = trim(m)
 		return
@@ -83,6 +85,26 @@ function parse(line,   r, m) {
 	if (mode != "desc" && r ~ /^(\t|  )/) { add(mode, r); return }
 	mode = "desc"; add("d" ndesc, r)
 }
+function struct_doc(   t, i) {
+	t = esc(doc["summary"])
+	for (i = 0; i <= ndesc; i++)
+		if (doc["d" i] != "") t = t "\n.PP\n" esc(doc["d" i])
+	for (i = 1; i <= nargs; i++)
+		t = t "\n.TP\n.I " argname[i] "\n" esc(doc["a" i])
+	return t
+}
+function structs(proto, f,   s, n, seen_s, any) {
+	s = proto
+	while (match(s, /struct kt_[a-z0-9_]+/)) {
+		n = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH)
+		if (!(n in sdoc) || (n in seen_s)) continue
+		seen_s[n] = 1
+		if (!any++) print ".SH STRUCTURES" > f
+		print ".SS " n > f
+		if (n in sbody) print ".nf\n" sbody[n] ".fi" > f
+		print sdoc[n] > f
+	}
+}
 function page(name, proto, hdr,   f, i, up) {
 	f = out "/" name ".3"
 	up = toupper(name)
@@ -104,6 +126,7 @@ function page(name, proto, hdr,   f, i, up) {
 			if (doc["d" i] != "")
 				print (i ? ".PP\n" : "") esc(doc["d" i]) > f
 	}
+	structs(proto, f)
 	if (doc["Context"] != "")
 		print ".SH CONTEXT\n" esc(doc["Context"]) > f
 	if (doc["Return"] != "")
@@ -113,8 +136,18 @@ function page(name, proto, hdr,   f, i, up) {
 	close(f)
 	pages++
 }
-FNR == 1 { hdr = FILENAME; sub(/.*include\//, "", hdr); depth = 0
-	   reset_doc(); have = 0; plain = "" }
+FNR == 1 { if (FILENAME == first) pass++; if (!first) { first = FILENAME; pass = 1 }
+	   hdr = FILENAME; sub(/.*include\//, "", hdr); depth = 0
+	   reset_doc(); have = 0; plain = ""; inbody = "" }
+inbody != "" {
+	sbody[inbody] = sbody[inbody] esc($0) "\n"
+	if ($0 ~ /^};/) inbody = ""
+	next
+}
+have && kname ~ /^struct / && $0 ~ "^" kname " \\{" && depth == 0 {
+	sdoc[kname] = struct_doc(); sbody[kname] = esc($0) "\n"
+	inbody = kname; have = 0; next
+}
 /^#ifdef __cplusplus/ { incpp = 1; next }
 incpp { if (/^#endif/) incpp = 0; next }
 /^\/\*\*$/ { inkd = 1; reset_doc(); next }
@@ -140,7 +173,7 @@ indecl {
 		if (!(have && kname == fn)) {
 			reset_doc(); doc["summary"] = plain
 		}
-		if (!(fn in done)) { page(fn, p ";", hdr); done[fn] = 1 }
+		if (pass == 2 && !(fn in done)) { page(fn, p ";", hdr); done[fn] = 1 }
 		have = 0
 		if ($0 !~ /\{/) next
 	} else next
@@ -152,7 +185,7 @@ indecl {
 	if ($0 !~ /^[ \t]*$/ && $0 !~ /^\/\*/) plain = (depth ? plain : "")
 }
 END { printf "  MAN3    %d pages in %s\n", pages, out }
-' "$@"
+' "$@" "$@"
 
 # Section 1: kt(1) from `kt --help` and each `kt CMD --help`.
 [ -n "$kt" ] || exit 0
