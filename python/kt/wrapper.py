@@ -44,6 +44,14 @@ def _pos_int(name, v, lo=1):
     return v
 
 
+def _is_mask(v):
+    """Per-expert flags rather than a count: a tensor, array or list."""
+    if v is None or isinstance(v, int):
+        return False
+    nd = getattr(v, "ndim", None)
+    return nd > 0 if nd is not None else isinstance(v, (list, tuple))
+
+
 class KTMoEWrapper:
     """The routed experts of one MoE layer, computed by kt on the CPU."""
 
@@ -85,7 +93,7 @@ class KTMoEWrapper:
                 "experts yet (use 0 or None)" % max_deferred_experts_per_token)
         self.max_deferred_experts_per_token = 0
         # newer KT-Kernel passes a mask where older passed a count
-        if gpu_experts_mask is None and not isinstance(num_gpu_experts, int):
+        if gpu_experts_mask is None and _is_mask(num_gpu_experts):
             gpu_experts_mask, num_gpu_experts = num_gpu_experts, 0
         if gpu_experts_mask is None:
             n = _pos_int("num_gpu_experts", num_gpu_experts or 0, 0)
