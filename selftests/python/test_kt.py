@@ -405,6 +405,29 @@ def t_pip_install():
     return "installed offline into a venv"
 
 
+def t_roofline_script():
+    """scripts/roofline.sh turns kt bench --json into an SVG."""
+    import shutil
+    if not shutil.which("gnuplot"):
+        raise Skip("no gnuplot (apt-get install gnuplot-nox)")
+    script = os.path.join(ktt.TOP, "scripts", "roofline.sh")
+    data = os.path.join(ktt.TOP, "Documentation", "images",
+                        "roofline-qwen3-30b-a3b.jsonl")
+    with tempfile.TemporaryDirectory() as tmp:
+        svg = os.path.join(tmp, "r.svg")
+        r = subprocess.run([script, data, svg], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        body = open(svg).read()
+        assert "<svg" in body and "T=512" in body and "int8" in body
+        cases = os.path.join(tmp, "cases.jsonl")
+        with open(data) as f, open(cases, "w") as g:
+            g.writelines(l for l in f if '"limits"' not in l)
+        r = subprocess.run([script, cases, svg], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 1 and "limits" in r.stderr, r.stderr
+
+
 TESTS = [("library", t_library), ("pip_install", t_pip_install), ("ctor_errors", t_ctor_errors),
          ("input_errors", t_input_errors), ("int8_vs_f64", t_int8),
          ("int4_vs_f64", t_int4), ("bf16_vs_f64", t_bf16),
@@ -413,7 +436,7 @@ TESTS = [("library", t_library), ("pip_install", t_pip_install), ("ctor_errors",
          ("gpu_experts_mask", t_gpu_mask),
          ("physical_to_logical_map", t_physical_to_logical),
          ("load_weights_ktw", t_load_weights_ktw),
-         ("kt_kernel_script", t_kt_kernel_script), ("rss_1e5_calls", t_rss)]
+         ("kt_kernel_script", t_kt_kernel_script), ("roofline_script", t_roofline_script), ("rss_1e5_calls", t_rss)]
 
 
 def main():
