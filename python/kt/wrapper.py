@@ -286,6 +286,17 @@ class KTMoEWrapper:
             L.kt_model_destroy(self._model)
         self._model = self._model_key = None
 
+    def __del__(self):
+        # a dropped wrapper frees its packed weights; at interpreter exit
+        # the process's exit frees them, and a layer still in flight keeps
+        # its model (freeing it under the workers would be worse)
+        try:
+            import sys
+            if not sys.is_finalizing() and self._pending is None:
+                self._drop_model()
+        except Exception:
+            pass
+
     def close(self):
         """Release this layer's weights (a shared .ktw model when the last
         wrapper of it closes)."""

@@ -341,6 +341,29 @@ def t_kt_kernel_script():
     return r.stdout.strip()
 
 
+def t_dropped_wrappers_free():
+    """A dropped wrapper releases its packed model."""
+    need_torch()
+    import gc
+    g, u, d = ktt.experts(torch, E, H, I, 40)
+    import kt
+
+    def one():
+        w = kt.KTMoEWrapper(0, E, K, H, I, 0, 0, 1, None, 512,
+                            method="BF16")
+        w.load_weights_from_tensors(g, u, d)
+    for _ in range(3):
+        one()
+    gc.collect()
+    before = ktt.rss_kb()
+    for _ in range(40):     # 40 x 3 MiB of bf16 experts if leaked
+        one()
+    gc.collect()
+    grew = ktt.rss_kb() - before
+    assert grew < 40 * 3 * 1024 // 4, "RSS grew %d KiB" % grew
+    return "RSS %+d KiB after 40 wrappers dropped" % grew
+
+
 def t_rss():
     """10^5 submit+sync of a NOP-sized op: RSS must not grow."""
     need_torch()
@@ -436,7 +459,8 @@ TESTS = [("library", t_library), ("pip_install", t_pip_install), ("ctor_errors",
          ("gpu_experts_mask", t_gpu_mask),
          ("physical_to_logical_map", t_physical_to_logical),
          ("load_weights_ktw", t_load_weights_ktw),
-         ("kt_kernel_script", t_kt_kernel_script), ("roofline_script", t_roofline_script), ("rss_1e5_calls", t_rss)]
+         ("kt_kernel_script", t_kt_kernel_script), ("roofline_script", t_roofline_script),
+         ("dropped_wrappers_free", t_dropped_wrappers_free), ("rss_1e5_calls", t_rss)]
 
 
 def main():
