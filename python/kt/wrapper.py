@@ -167,7 +167,6 @@ class KTMoEWrapper:
 
     def _set_p2l(self, p2l):
         if p2l is None:
-            self._p2l = None
             return None
         vals = [int(v) for v in (p2l.tolist() if hasattr(p2l, "tolist")
                                  else p2l)]
@@ -190,6 +189,7 @@ class KTMoEWrapper:
             raise ValueError("layer_idx: %d is not a MoE layer of %s"
                              % (self.layer_idx, path))
         self._model, self._model_key, self._layer = model, key, idx
+        self._p2l = None
         if vals is not None and vals != list(range(self.num_experts)):
             # the file holds logical experts; routing picks physical ones
             if X.torch is not None:
