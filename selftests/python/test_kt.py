@@ -312,6 +312,20 @@ def t_load_weights_ktw():
             err = ktt.rel_mae(y, ktt.reference(torch, x, ids, wt, g, u, d))
             assert err <= ktt.TOL["AMXINT8"], err
             w.close()
+        # router ids are physical slots; the file holds logical experts
+        p2l = torch.tensor([5, 3, 0, 1, 2, 4, 7, 6])
+        w = kt.KTMoEWrapper(1, E, K, H, I, 0, 0, 1, ktw, 512,
+                            method="AMXINT8")
+        w.load_weights(p2l)
+        ids[1, 1] = -1
+        y = w.forward(x, ids, wt)
+        err_p = ktt.rel_mae(y, ktt.reference(torch, x, torch.where(
+            ids >= 0, p2l[ids.clamp(min=0)], ids), wt, g, u, d))
+        assert err_p <= ktt.TOL["AMXINT8"], err_p
+        w.load_weights()                    # identity again
+        assert ktt.rel_mae(w.forward(x, ids, wt), ktt.reference(
+            torch, x, ids, wt, g, u, d)) <= ktt.TOL["AMXINT8"]
+        w.close()
         bad = kt.KTMoEWrapper(1, E, K, H, I, 0, 0, 1, ktw, 512,
                               method="AMXINT4")
         expect_raises(ValueError, ["weight_path", "int8", "AMXINT4"],
