@@ -219,6 +219,34 @@ static void check_governor(void)
 	dr_add("governor", DR_OK, "all %ld CPUs use 'performance'", seen);
 }
 
+/* A sysfs CPU list ("2-5,8") into @set; false when empty or malformed. */
+static bool parse_cpulist(const char *s, cpu_set_t *set)
+{
+	char *end;
+
+	CPU_ZERO(set);
+	while (*s) {
+		long a = strtol(s, &end, 10), b = a;
+
+		if (end == s || a < 0)
+			return false;
+		s = end;
+		if (*s == '-') {
+			b = strtol(s + 1, &end, 10);
+			if (end == s + 1 || b < a)
+				return false;
+			s = end;
+		}
+		for (; a <= b && a < CPU_SETSIZE; a++)
+			CPU_SET(a, set);
+		if (*s == ',')
+			s++;
+		else if (*s)
+			return false;
+	}
+	return CPU_COUNT(set) > 0;
+}
+
 static void check_cores(const struct kt_sysinfo *si)
 {
 	char smt[32], iso[128], nohz[128];
@@ -238,6 +266,19 @@ static void check_cores(const struct kt_sysinfo *si)
 	if (!strcmp(nohz, "(null)"))
 		nohz[0] = '\0';
 	if (allowed >= 0 && allowed < online) {
+		cpu_set_t isol, both;
+
+		/* taskset onto the isolcpus set is the tuned setup, not a limit */
+		if (parse_cpulist(iso, &isol)) {
+			CPU_AND(&both, &set, &isol);
+			if (CPU_EQUAL(&both, &set)) {
+				dr_add("cores", DR_OK, "running on %d isolated "
+				       "CPUs (isolcpus %s; nohz_full: %s); SMT %s",
+				       allowed, iso, nohz[0] ? nohz : "none",
+				       smt[0] ? smt : "unknown");
+				return;
+			}
+		}
 		c = dr_add("cores", DR_SLOW, "this process may use %d of %ld "
 			   "online CPUs (affinity or cgroup cpuset): kt's "
 			   "workers share them", allowed, online);
