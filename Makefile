@@ -218,5 +218,33 @@ install: all
 clean:
 	rm -rf $(O)
 
+# Python selftests and man pages.
+# The Python launcher loads this build's libkt.so. Man pages are generated
+# from the headers' kernel-doc and the command's --help (gen-man.sh), and
+# `make check` proves every exported kt_* symbol has one.
+MAN_DIR := $(obj)/man
+MANDIR ?= $(PREFIX)/share/man
+.PHONY: man check-man install-man
+
+$(obj)/selftests/python/python: $(LIBKT_SO)
+
+man: $(MAN_DIR)/man1/kt.1
+
+$(MAN_DIR)/man1/kt.1: scripts/gen-man.sh $(wildcard include/kt/*.h) $(KT_BIN)
+	$(quiet) GEN $(MAN_DIR)
+	$(Q)scripts/gen-man.sh -o $(MAN_DIR) -k $(KT_BIN) -v $(VERSION) \
+		include/kt/*.h >/dev/null
+
+check-man: man $(LIBKT_SO)
+	$(Q)scripts/gen-man.sh --check $(LIBKT_SO) $(MAN_DIR)
+
+check: check-man
+install: install-man
+
+install-man: man
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3
+	install -m 644 $(MAN_DIR)/man1/kt.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(MAN_DIR)/man3/*.3 $(DESTDIR)$(MANDIR)/man3/
+
 -include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) \
 	$(TEST_BINS:=.d) $(SCRIPT_BINS:=.d)

@@ -7,6 +7,9 @@ set -eu
 
 pkgs="gcc g++ make libc6-dev pkg-config liburing-dev libnuma-dev libjansson-dev
 numactl fio libhugetlbfs-bin"
+# the Python package's tests and the roofline picture
+pkgs="$pkgs python3-numpy python3-torch python3-setuptools python3-venv
+gnuplot-nox"
 
 missing=""
 for p in $pkgs; do
