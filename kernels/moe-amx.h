@@ -44,7 +44,7 @@
 struct amx_scratch {
 	uint8_t *a;		/* A tiles, [mpad / 16][nkb][16][64] */
 	float *xs;		/* per token (and chunk) activation scales */
-	int32_t *c;		/* four stored C tiles */
+	int32_t *c;		/* two sets of four stored C tiles */
 	float *f;		/* f32 sums [32 tokens][32 columns] */
 	float *f2;		/* INT4 down: one chunk's sums, same shape */
 	int8_t *b4;		/* INT4 tiles widened, two s8 tiles each */
@@ -69,7 +69,7 @@ static inline size_t amx_scratch_bytes(const struct kern_geom *g,
 	size_t nc = g->inter / 128 + 1;	/* chunks of any KC */
 
 	return amx_align(mp * kmax * 2) + amx_align(mp * nc * 4) +
-	       3 * amx_align(4 * AMX_TILE) +
+	       amx_align(8 * AMX_TILE) + 2 * amx_align(4 * AMX_TILE) +
 	       amx_align(kmax / KERN_TILE_K_INT4 * 4 * AMX_TILE) + 64;
 }
 
@@ -86,7 +86,7 @@ static inline void amx_scratch_init(struct amx_scratch *s, void *base,
 	s->xs = (float *)p;
 	p += amx_align(mp * nc * 4);
 	s->c = (int32_t *)p;
-	p += amx_align(4 * AMX_TILE);
+	p += amx_align(8 * AMX_TILE);
 	s->f = (float *)p;
 	p += amx_align(4 * AMX_TILE);
 	s->f2 = (float *)p;
@@ -316,90 +316,135 @@ static inline void amx_gu_tiles(const uint8_t *a0, const uint8_t *a1,
 	}
 }
 
-static void AMX_NAME(gate_up_q8)(const struct kern_gate_up_args *a)
+/*
+ * The passes run one step of a software pipeline apart: the C tiles of
+ * pass n are stored to one of two buffers (amx_cbuf()) and finished by the
+ * vector units while the TDPs of pass n + 1 run on the tile unit.
+ */
+static inline int32_t *amx_cbuf(const struct amx_scratch *s, unsigned int n)
+{
+	return s->c + (n & 1) * 4 * AMX_CW;
+}
+
+/* Finish an INT8 gate+up pass: tokens [tb, tb + cnt) of row block nb. */
+static inline void amx_gu_fin_q8(const struct kern_gate_up_args *a,
+				 const struct amx_scratch *s,
+				 const int32_t *cb, unsigned int nb,
+				 unsigned int tb, unsigned int cnt)
+{
+	__m512 wsg = _mm512_loadu_ps(a->gate->scales + nb * 16);
+	__m512 wsu = _mm512_loadu_ps(a->up->scales + nb * 16);
+	unsigned int i;
+
+	for (i = 0; i < cnt; i++) {
+		const int32_t *c = amx_crow(cb, i);
+		__m512 xs = _mm512_set1_ps(s->xs[tb + i]);
+		/* (float)acc * (xs * ws): the oracle's order */
+		__m512 g = _mm512_mul_ps(_mm512_cvtepi32_ps(
+			_mm512_loadu_si512((const void *)c)),
+			_mm512_mul_ps(xs, wsg));
+		__m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(
+			_mm512_loadu_si512((const void *)(c + AMX_CW))),
+			_mm512_mul_ps(xs, wsu));
+
+		_mm512_storeu_ps(amx_out(a, nb, tb + i),
+				 kern_silu_mul_avx512(g, u));
+	}
+}
+
+static inline void amx_gu_fin_bf16(const struct kern_gate_up_args *a,
+				   const int32_t *cb, unsigned int nb,
+				   unsigned int tb, unsigned int cnt)
+{
+	unsigned int i;
+
+	for (i = 0; i < cnt; i++) {
+		const float *r = (const float *)amx_crow(cb, i);
+
+		_mm512_storeu_ps(amx_out(a, nb, tb + i),
+				 kern_silu_mul_avx512(_mm512_loadu_ps(r),
+					_mm512_loadu_ps(r + AMX_CW)));
+	}
+}
+
+/* INT8 (@bf16 0) and BF16 gate+up: passes over (row block, token pair). */
+static inline void amx_gate_up_8_16(const struct kern_gate_up_args *a,
+				    int bf16)
 {
 	struct kern_geom geom = { a->K, a->N, 0, 128 };
-	unsigned int nkb = a->K / KERN_TILE_K_INT8, mp = amx_mpad(a->m);
-	unsigned int nb, tb, i;
+	unsigned int kt = bf16 ? KERN_TILE_K_BF16 : KERN_TILE_K_INT8;
+	unsigned int nkb = a->K / kt, mp = amx_mpad(a->m);
+	unsigned int nb, tb, n = 0, pnb = 0, ptb = 0;
 	struct amx_scratch s;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
-	amx_gu_gather(a, &s, a->K, 1);
+	amx_gu_gather(a, &s, (size_t)nkb * AMX_LINE, !bf16);
 	amx_config(AMX_LINE, 16);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
 		size_t off = (size_t)nb * nkb * AMX_TILE;
-		__m512 wsg = _mm512_loadu_ps(a->gate->scales + nb * 16);
-		__m512 wsu = _mm512_loadu_ps(a->up->scales + nb * 16);
 
-		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
-			unsigned int cnt = amx_cnt(a->m, tb);
-
+		for (tb = 0; tb < mp; tb += 2 * AMX_TB, n++) {
 			amx_gu_tiles(amx_atile(&s, nkb, tb, 0),
 				     amx_atile(&s, nkb, tb + AMX_TB, 0),
 				     a->gate->tiles + off, a->up->tiles + off,
-				     nkb, cnt > AMX_TB, tb == 0, 0);
-			amx_store_c4(s.c);
-			for (i = 0; i < cnt; i++) {
-				const int32_t *c = amx_crow(s.c, i);
-				__m512 xs = _mm512_set1_ps(s.xs[tb + i]);
-				/* (float)acc * (xs * ws): the oracle's order */
-				__m512 g = _mm512_mul_ps(_mm512_cvtepi32_ps(
-					_mm512_loadu_si512((const void *)c)),
-					_mm512_mul_ps(xs, wsg));
-				__m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(
-					_mm512_loadu_si512((const void *)
-							   (c + AMX_CW))),
-					_mm512_mul_ps(xs, wsu));
-
-				_mm512_storeu_ps(amx_out(a, nb, tb + i),
-						 kern_silu_mul_avx512(g, u));
-			}
+				     nkb, amx_cnt(a->m, tb) > AMX_TB, tb == 0,
+				     bf16);
+			if (n && bf16)
+				amx_gu_fin_bf16(a, amx_cbuf(&s, n - 1), pnb,
+						ptb, amx_cnt(a->m, ptb));
+			else if (n)
+				amx_gu_fin_q8(a, &s, amx_cbuf(&s, n - 1), pnb,
+					      ptb, amx_cnt(a->m, ptb));
+			amx_store_c4(amx_cbuf(&s, n));
+			pnb = nb;
+			ptb = tb;
 		}
 	}
+	if (bf16)
+		amx_gu_fin_bf16(a, amx_cbuf(&s, n - 1), pnb, ptb,
+				amx_cnt(a->m, ptb));
+	else
+		amx_gu_fin_q8(a, &s, amx_cbuf(&s, n - 1), pnb, ptb,
+			      amx_cnt(a->m, ptb));
 	_tile_release();
+}
+
+static void AMX_NAME(gate_up_q8)(const struct kern_gate_up_args *a)
+{
+	amx_gate_up_8_16(a, 0);
 }
 
 static void AMX_NAME(gate_up_bf16)(const struct kern_gate_up_args *a)
 {
-	struct kern_geom geom = { a->K, a->N, 0, 128 };
-	unsigned int nkb = a->K / KERN_TILE_K_BF16, mp = amx_mpad(a->m);
-	unsigned int nb, tb, i;
-	struct amx_scratch s;
+	amx_gate_up_8_16(a, 1);
+}
 
-	amx_scratch_init(&s, a->scratch, &geom, a->m);
-	amx_gu_gather(a, &s, (size_t)a->K * 2, 0);
-	amx_config(AMX_LINE, 16);
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
-		size_t off = (size_t)nb * nkb * AMX_TILE;
+/* f += C * group scales for the stored C of one INT4 gate+up group. */
+static inline void amx_gu_acc_q4(const struct kern_gate_up_args *a,
+				 float *fg, float *fu, const int32_t *cb,
+				 unsigned int nb, unsigned int g,
+				 unsigned int cnt)
+{
+	__m512 sg = _mm512_loadu_ps(a->gate->scales + (size_t)g * a->N +
+				    nb * 16);
+	__m512 su = _mm512_loadu_ps(a->up->scales + (size_t)g * a->N +
+				    nb * 16);
+	unsigned int c0 = cnt < AMX_TB ? cnt : AMX_TB;
 
-		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
-			unsigned int cnt = amx_cnt(a->m, tb);
-
-			amx_gu_tiles(amx_atile(&s, nkb, tb, 0),
-				     amx_atile(&s, nkb, tb + AMX_TB, 0),
-				     a->gate->tiles + off, a->up->tiles + off,
-				     nkb, cnt > AMX_TB, tb == 0, 1);
-			amx_store_c4(s.c);
-			for (i = 0; i < cnt; i++) {
-				const float *r = (const float *)
-					amx_crow(s.c, i);
-
-				_mm512_storeu_ps(amx_out(a, nb, tb + i),
-					kern_silu_mul_avx512(
-						_mm512_loadu_ps(r),
-						_mm512_loadu_ps(r + AMX_CW)));
-			}
-		}
-	}
-	_tile_release();
+	amx_acc_vec(fg, 16, cb, sg, c0);
+	amx_acc_vec(fu, 16, cb + AMX_CW, su, c0);
+	if (cnt <= AMX_TB)
+		return;
+	amx_acc_vec(fg + AMX_TB * 16, 16, cb + 2 * AMX_CW, sg, cnt - AMX_TB);
+	amx_acc_vec(fu + AMX_TB * 16, 16, cb + 3 * AMX_CW, su, cnt - AMX_TB);
 }
 
 /*
  * INT4: the row block's gate and up tiles are widened to s8 once per
  * block (AVX-512, into the scratch), then each group is a K span of its
  * own (32 bytes of A and 8 B rows for G = 32, 64 and 16 otherwise) whose
- * four int32 C tiles are scaled into f32 (per column group scales) before
- * the next group; the token scale is applied at the end.
+ * four int32 C tiles are scaled into f32 (per column group scales) while
+ * the next group's TDPs run; the token scale is applied at the end.
  */
 static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 {
@@ -434,11 +479,6 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 
 			amx_zero_f(s.f, 2 * AMX_TB);
 			for (g = 0; g < K / G; g++) {
-				const float *sg = a->gate->scales +
-					(size_t)g * a->N + nb * 16;
-				const float *su = a->up->scales +
-					(size_t)g * a->N + nb * 16;
-
 				_tile_zero(0);
 				_tile_zero(1);
 				_tile_zero(2);
@@ -467,21 +507,14 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 					_tile_dpbssd(2, 5, 6);
 					_tile_dpbssd(3, 5, 7);
 				}
-				amx_store_c4(s.c);
-				amx_acc_vec(fg, 16, s.c, _mm512_loadu_ps(sg),
-					    cnt < AMX_TB ? cnt : AMX_TB);
-				amx_acc_vec(fu, 16, s.c + AMX_CW,
-					    _mm512_loadu_ps(su),
-					    cnt < AMX_TB ? cnt : AMX_TB);
-				if (!two)
-					continue;
-				amx_acc_vec(fg + AMX_TB * 16, 16,
-					    s.c + 2 * AMX_CW,
-					    _mm512_loadu_ps(sg), cnt - AMX_TB);
-				amx_acc_vec(fu + AMX_TB * 16, 16,
-					    s.c + 3 * AMX_CW,
-					    _mm512_loadu_ps(su), cnt - AMX_TB);
+				if (g)
+					amx_gu_acc_q4(a, fg, fu,
+						      amx_cbuf(&s, g - 1), nb,
+						      g - 1, cnt);
+				amx_store_c4(amx_cbuf(&s, g));
 			}
+			amx_gu_acc_q4(a, fg, fu, amx_cbuf(&s, g - 1), nb,
+				      g - 1, cnt);
 			for (i = 0; i < cnt; i++) {
 				__m512 xs = _mm512_set1_ps(s.xs[tb + i]);
 
@@ -673,10 +706,16 @@ static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 					       cnt > AMX_TB,
 					       tb ? NULL : bt + 2 * P *
 					       AMX_TILE, 0, 1);
-				amx_store_c4(s.c);
-				amx_down_acc(s.f, s.c, nn, cnt,
-					     s.xs + tb * nc + c, nc, NULL);
+				/* chunk c - 1 while chunk c's TDPs run */
+				if (c)
+					amx_down_acc(s.f, amx_cbuf(&s, c - 1),
+						     nn, cnt,
+						     s.xs + tb * nc + c - 1,
+						     nc, NULL);
+				amx_store_c4(amx_cbuf(&s, c));
 			}
+			amx_down_acc(s.f, amx_cbuf(&s, nc - 1), nn, cnt,
+				     s.xs + tb * nc + nc - 1, nc, NULL);
 			amx_down_out(a, nb, nn, tb, cnt, s.f,
 				     a->down->scales + nb * 16);
 		}
@@ -684,14 +723,49 @@ static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 	_tile_release();
 }
 
+/*
+ * INT4 down, group @q (of the pass's nc * kc / G, chunk-major) finished:
+ * its C (at @cb) times the group scales into f2; the chunk's last group
+ * also moves f2 times the chunk's activation scale into f.
+ */
+static inline void amx_down_fin_q4(const struct kern_down_args *a,
+				   struct amx_scratch *s, const int32_t *cb,
+				   unsigned int q, unsigned int nb,
+				   unsigned int nn, unsigned int tb,
+				   unsigned int cnt, unsigned int nc)
+{
+	unsigned int G = a->group, ng = a->kc / G, c = q / ng, g = q % ng;
+	unsigned int c0 = a->k0 / a->kc, i, h;
+	const float *sc[2];
+
+	for (h = 0; h < nn; h++)
+		sc[h] = a->down->scales + (size_t)((c0 + c) * ng + g) * a->N +
+			(nb + h) * 16;
+	amx_down_acc(s->f2, cb, nn, cnt, NULL, 0, sc);
+	if (g + 1 < ng)
+		return;
+	for (i = 0; i < cnt; i++) {
+		__m512 xs = _mm512_set1_ps(s->xs[(tb + i) * nc + c]);
+
+		for (h = 0; h < nn; h++) {
+			float *fp = s->f + i * 32 + h * 16;
+			float *f2 = s->f2 + i * 32 + h * 16;
+
+			_mm512_storeu_ps(fp, _mm512_fmadd_ps(
+				_mm512_loadu_ps(f2), xs, _mm512_loadu_ps(fp)));
+			_mm512_storeu_ps(f2, _mm512_setzero_ps());
+		}
+	}
+}
+
 static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 {
 	struct kern_geom geom = { a->N, a->K, 0, a->kc };
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
-	unsigned int G = a->group, ks = G < 64 ? G : 64;
+	unsigned int G = a->group, ks = G < 64 ? G : 64, ng = a->kc / G;
 	unsigned int P = a->kc / KERN_TILE_K_INT4, NB = a->N / 16;
 	unsigned int nkb = nc * a->kc / 64, mp = amx_mpad(a->m);
-	unsigned int nb, tb, c, g, h, t, i;
+	unsigned int nb, tb, c, q, h, t, i;
 	struct amx_scratch s;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
@@ -717,69 +791,68 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 			unsigned int cnt = amx_cnt(a->m, tb);
 
 			amx_zero_f(s.f, 2 * AMX_TB);
-			for (c = 0; c < nc; c++) {
-				const int8_t *b0 = s.b4 + (size_t)c * P * 2 *
-						   AMX_TILE;
+			amx_zero_f(s.f2, 2 * AMX_TB);
+			for (q = 0; q < nc * ng; q++) {
+				/* K offset of group q in the pass's chunks,
+				 * and within its chunk */
+				unsigned int k = q * G, kk = k % a->kc;
+				const int8_t *b0 = s.b4 + (size_t)(k / a->kc) *
+						   P * 2 * AMX_TILE;
 
-				if (tb == 0)
+				c = k / a->kc;
+				if (tb == 0 && kk == 0)
 					/* the next pair's tiles of chunk c */
 					for (t = 0; t < 2 * P; t++)
 						amx_pf_tile(a->down->tiles +
 							((size_t)(c0 + c) * NB *
 							 P + (size_t)(nb + 2) *
 							 P + t) * AMX_TILE);
-				amx_zero_f(s.f2, 2 * AMX_TB);
-				for (g = 0; g < a->kc / G; g++) {
-					const float *sc[2];
-					unsigned int k = c * a->kc + g * G;
-
-					for (h = 0; h < nn; h++)
-						sc[h] = a->down->scales +
-							(size_t)((c0 + c) *
-							a->kc / G + g) * a->N +
-							(nb + h) * 16;
-					_tile_zero(0);
-					_tile_zero(1);
-					_tile_zero(2);
-					_tile_zero(3);
-					for (i = 0; i < G / ks; i++) {
-						unsigned int kk = g * G + i * ks;
-
-						amx_down_tiles(amx_atile(&s,
-							nkb, tb, (k + i * ks) /
-							64) + (k + i * ks) % 64,
-							(size_t)nkb * AMX_TILE,
-							(const uint8_t *)
-							amx_b4(b0, kk),
-							nn > 1 ? (const uint8_t *)
-							amx_b4(b0 + wb, kk) :
-							NULL, 0, 1,
-							cnt > AMX_TB, NULL, 0, 0);
-					}
-					amx_store_c4(s.c);
-					amx_down_acc(s.f2, s.c, nn, cnt, NULL,
-						     0, sc);
-				}
-				/* f += chunk sums * the chunk's scale */
-				for (i = 0; i < cnt; i++) {
-					__m512 xs = _mm512_set1_ps(
-						s.xs[(tb + i) * nc + c]);
-
-					for (h = 0; h < nn; h++) {
-						float *fp = s.f + i * 32 + h * 16;
-
-						_mm512_storeu_ps(fp,
-							_mm512_fmadd_ps(
-							_mm512_loadu_ps(s.f2 +
-							i * 32 + h * 16), xs,
-							_mm512_loadu_ps(fp)));
-					}
-				}
+				_tile_zero(0);
+				_tile_zero(1);
+				_tile_zero(2);
+				_tile_zero(3);
+				for (i = 0; i < G / ks; i++)
+					amx_down_tiles(amx_atile(&s, nkb, tb,
+						(k + i * ks) / 64) +
+						(k + i * ks) % 64,
+						(size_t)nkb * AMX_TILE,
+						(const uint8_t *)
+						amx_b4(b0, kk + i * ks),
+						nn > 1 ? (const uint8_t *)
+						amx_b4(b0 + wb, kk + i * ks) :
+						NULL, 0, 1, cnt > AMX_TB,
+						NULL, 0, 0);
+				if (q)
+					amx_down_fin_q4(a, &s,
+							amx_cbuf(&s, q - 1),
+							q - 1, nb, nn, tb, cnt,
+							nc);
+				amx_store_c4(amx_cbuf(&s, q));
 			}
+			amx_down_fin_q4(a, &s, amx_cbuf(&s, q - 1), q - 1, nb,
+					nn, tb, cnt, nc);
 			amx_down_out(a, nb, nn, tb, cnt, s.f, NULL);
 		}
 	}
 	_tile_release();
+}
+
+/* C of a BF16 down pass (f32, at @cb) as rows of 32, then into y. */
+static inline void amx_down_fin_bf16(const struct kern_down_args *a,
+				     struct amx_scratch *s,
+				     const int32_t *cb, unsigned int nb,
+				     unsigned int nn, unsigned int tb,
+				     unsigned int cnt)
+{
+	unsigned int i, h;
+
+	for (i = 0; i < cnt; i++)
+		for (h = 0; h < nn; h++)
+			_mm512_storeu_ps(s->f + i * 32 + h * 16,
+				_mm512_loadu_ps((const float *)cb +
+					(i / AMX_TB) * 2 * AMX_CW +
+					h * AMX_CW + (i % AMX_TB) * 16));
+	amx_down_out(a, nb, nn, tb, cnt, s->f, NULL);
 }
 
 static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
@@ -788,7 +861,7 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
 	unsigned int P = a->kc / KERN_TILE_K_BF16, NB = a->N / 16;
 	unsigned int nkb = nc * P, mp = amx_mpad(a->m);
-	unsigned int nb, tb, c, i, h;
+	unsigned int nb, tb, c, n = 0, pnb = 0, ptb = 0, pnn = 0;
 	struct amx_scratch s;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
@@ -797,9 +870,7 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
 		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
 
-		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
-			unsigned int cnt = amx_cnt(a->m, tb);
-
+		for (tb = 0; tb < mp; tb += 2 * AMX_TB, n++) {
 			for (c = 0; c < nc; c++) {
 				const uint8_t *bt = a->down->tiles +
 					((size_t)(c0 + c) * NB * P +
@@ -809,21 +880,22 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 					       (size_t)nkb * AMX_TILE, bt,
 					       nn > 1 ? bt + P * AMX_TILE :
 					       NULL, AMX_TILE, P,
-					       cnt > AMX_TB,
+					       amx_cnt(a->m, tb) > AMX_TB,
 					       tb ? NULL : bt + 2 * P *
 					       AMX_TILE, 1, c == 0);
 			}
-			amx_store_c4(s.c);
-			/* C as f32 rows of 32 (two column blocks) */
-			for (i = 0; i < cnt; i++)
-				for (h = 0; h < nn; h++)
-					_mm512_storeu_ps(s.f + i * 32 + h * 16,
-						_mm512_loadu_ps((const float *)
-						s.c + (i / AMX_TB) * 2 *
-						AMX_CW + h * AMX_CW +
-						(i % AMX_TB) * 16));
-			amx_down_out(a, nb, nn, tb, cnt, s.f, NULL);
+			/* the previous pass while this one's TDPs run */
+			if (n)
+				amx_down_fin_bf16(a, &s, amx_cbuf(&s, n - 1),
+						  pnb, pnn, ptb,
+						  amx_cnt(a->m, ptb));
+			amx_store_c4(amx_cbuf(&s, n));
+			pnb = nb;
+			pnn = nn;
+			ptb = tb;
 		}
 	}
+	amx_down_fin_bf16(a, &s, amx_cbuf(&s, n - 1), pnb, pnn, ptb,
+			  amx_cnt(a->m, ptb));
 	_tile_release();
 }

@@ -4,17 +4,20 @@
  * m tokens on each of many experts (weights from DRAM, calls cut as the
  * executor cuts them: 256 gate/up rows, 256 down columns), one thread
  * times the AMX table's plain (AVX-512) and many (tile) kernels in
- * alternation and prints the best pass of each. Built and run by
+ * alternation and prints the best pass of each (thread CPU time), and the
+ * AMX pass against the tile peak loop timed the same way. Built and run by
  * scripts/amx-cross.sh; not part of the library.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 
 #include "kernels/kern.h"
 #include "kernels/pack.h"
+#include "kernels/simd.h"
 #include "ktcore/core.h"
 
 struct cross {
@@ -27,7 +30,18 @@ struct cross {
 	uint32_t rows[KERN_MAX_M];
 	float w[KERN_MAX_M], *y, *out;
 	void *scratch;
+	int only;		/* 1: gate+up only, 2: down only */
 };
+
+/* CPU time of this thread: the machine may be shared, and time the
+ * scheduler gives others should not count against either kernel. */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
 {
@@ -45,12 +59,12 @@ static double pass(struct cross *c, unsigned int m, int tiles)
 {
 	unsigned int H = c->l.hidden, I = c->l.inter, e, n0;
 	size_t stride = (size_t)(I / c->l.kc) * c->crow;
-	uint64_t t0 = core_now_ns();
+	uint64_t t0 = cpu_ns();
 
 	for (e = 0; e < c->n_exp; e++) {
 		struct kern_mat *mt = c->mats + e * 3;
 
-		for (n0 = 0; n0 < I; n0 += 256) {
+		for (n0 = 0; c->only != 2 && n0 < I; n0 += 256) {
 			struct kern_gate_up_args a = {
 				.gate = &mt[0], .up = &mt[1], .N = I, .K = H,
 				.group = c->G, .n0 = n0,
@@ -62,7 +76,7 @@ static double pass(struct cross *c, unsigned int m, int tiles)
 
 			(tiles ? c->v->gate_up_many : c->v->gate_up)(&a);
 		}
-		for (n0 = 0; n0 < H; n0 += 256) {
+		for (n0 = 0; c->only != 1 && n0 < H; n0 += 256) {
 			struct kern_down_args a = {
 				.down = &mt[2], .N = H, .K = I, .kc = c->l.kc,
 				.group = c->G, .n0 = n0,
@@ -78,7 +92,7 @@ static double pass(struct cross *c, unsigned int m, int tiles)
 			(tiles ? c->v->down_many : c->v->down)(&a);
 		}
 	}
-	return (double)(core_now_ns() - t0) / c->n_exp;
+	return (double)(cpu_ns() - t0) / c->n_exp;
 }
 
 static int setup(struct cross *c, enum kt_quant q, unsigned int H,
@@ -142,6 +156,23 @@ static int setup(struct cross *c, enum kt_quant q, unsigned int H,
 	return c->scratch ? 0 : -1;
 }
 
+/* Single-thread tile peak of @q in multiply-adds per ns (best of 3). */
+static double tile_peak(enum kt_quant q)
+{
+	uint64_t sink = 0, n = 0, t0;
+	double best = 0;
+	int r;
+
+	for (r = 0; r < 3; r++) {
+		t0 = cpu_ns();
+		n = (q == KT_QUANT_BF16 ? kern_peak_bf16_amx :
+		     kern_peak_int8_amx)(50000, &sink);
+		if (n / (double)(cpu_ns() - t0) > best)
+			best = n / (double)(cpu_ns() - t0);
+	}
+	return best;
+}
+
 int main(int argc, char **argv)
 {
 	static const unsigned int ms[] = { 1, 4, 8, 12, 16, 24, 32, 48, 64,
@@ -152,7 +183,7 @@ int main(int argc, char **argv)
 	struct cross c = { 0 };
 	int opt;
 
-	while ((opt = getopt(argc, argv, "q:H:I:g:r:s:M:")) != -1) {
+	while ((opt = getopt(argc, argv, "q:H:I:g:r:s:M:o:")) != -1) {
 		switch (opt) {
 		case 'q':
 			q = !strcmp(optarg, "int4") ? KT_QUANT_INT4 :
@@ -165,10 +196,11 @@ int main(int argc, char **argv)
 		case 'r': reps = (unsigned int)atoi(optarg); break;
 		case 's': total = (size_t)atol(optarg) << 20; break;
 		case 'M': mmax = (unsigned int)atoi(optarg); break;
+		case 'o': c.only = !strcmp(optarg, "gate_up") ? 1 : 2; break;
 		default:
 			fprintf(stderr, "usage: amx-cross [-q int8|int4|bf16] "
 				"[-H hidden] [-I inter] [-g group] [-r reps] "
-				"[-s weight MiB] [-M max m]\n");
+				"[-s weight MiB] [-M max m] [-o gate_up|down]\n");
 			return 2;
 		}
 	}
@@ -186,10 +218,11 @@ int main(int argc, char **argv)
 	       "many_min_m %u; us per expert, best of %u\n",
 	       kt_quant_name(q), H, I, c.G, c.n_exp,
 	       (double)c.n_exp * c.l.total / (1 << 20), c.v->many_min_m, reps);
-	printf("%5s %10s %10s %8s\n", "m", "avx512", "amx", "amx/avx");
+	printf("%5s %10s %10s %8s %9s\n", "m", "avx512", "amx", "amx/avx",
+	       "amx/peak");
 	pass(&c, 1, 0);
 	for (mi = 0; mi < sizeof(ms) / sizeof(ms[0]) && ms[mi] <= mmax; mi++) {
-		double best[2] = { 1e300, 1e300 };
+		double best[2] = { 1e300, 1e300 }, peak = 0, p;
 
 		for (r = 0; r < reps; r++) {
 			int t;
@@ -200,9 +233,15 @@ int main(int argc, char **argv)
 				if (ns < best[t])
 					best[t] = ns;
 			}
+			p = tile_peak(q);
+			peak = p > peak ? p : peak;
 		}
-		printf("%5u %10.1f %10.1f %8.2f\n", ms[mi], best[0] / 1e3,
-		       best[1] / 1e3, best[1] / best[0]);
+		/* multiply-adds of one expert over the best AMX pass */
+		p = (c.only ? c.only == 1 ? 2.0 : 1.0 : 3.0) * H * I * ms[mi] /
+		    best[1];
+		printf("%5u %10.1f %10.1f %8.2f %9.2f\n", ms[mi],
+		       best[0] / 1e3, best[1] / 1e3, best[1] / best[0],
+		       p / peak);
 		fflush(stdout);
 	}
 	return 0;
