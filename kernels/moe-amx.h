@@ -541,18 +541,31 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
  * chunk: down is k-chunk-major).
  */
 
-/* Gather the m rows of nc chunk rows (@crow bytes, the first @kb the
- * payload) into A tiles; @scales: the chunks' activation scales too. */
+/*
+ * A whole pair of token blocks is loaded straight from the prepared rows
+ * (they are act_stride apart, a uniform tile stride); only a last,
+ * partial pair is gathered into the scratch (block pair 0), zero-padded,
+ * so that no load reads past the caller's rows. @crow: bytes of one chunk
+ * row, the first @kb its payload; @scales: read the chunks' activation
+ * scales of every token into xs[i * nc + c].
+ */
 static void amx_down_gather(const struct kern_down_args *a, unsigned int nc,
 			    size_t crow, size_t kb, int scales,
 			    struct amx_scratch *s)
 {
 	unsigned int i, c, j, nkb = (unsigned int)(nc * kb / AMX_LINE);
 	unsigned int pc = (unsigned int)(kb / AMX_LINE);
+	unsigned int full = a->m / (2 * AMX_TB) * (2 * AMX_TB);
 
-	for (i = 0; i < a->m; i++) {
-		uint8_t *d = s->a + (size_t)(i / AMX_TB) * nkb * AMX_TILE +
-			     (i % AMX_TB) * AMX_LINE;
+	for (i = 0; scales && i < a->m; i++)
+		for (c = 0; c < nc; c++)
+			s->xs[i * nc + c] = amx_act_scale(a->act +
+				i * a->act_stride + c * crow, a->kc);
+	if (full == a->m)
+		return;
+	for (i = full; i < a->m; i++) {
+		uint8_t *d = s->a + (size_t)((i - full) / AMX_TB) * nkb *
+			     AMX_TILE + ((i - full) % AMX_TB) * AMX_LINE;
 
 		for (c = 0; c < nc; c++) {
 			const uint8_t *r = a->act + i * a->act_stride +
@@ -563,11 +576,44 @@ static void amx_down_gather(const struct kern_down_args *a, unsigned int nc,
 					(c * pc + j) * AMX_TILE),
 					_mm512_loadu_si512((const void *)
 						(r + j * AMX_LINE)));
-			if (scales)
-				s->xs[i * nc + c] = amx_act_scale(r, a->kc);
 		}
 	}
-	amx_pad_rows(s, nkb, a->m);
+	amx_pad_rows(s, nkb, a->m - full);
+}
+
+/*
+ * The A rows of a down pass: @p the first token block's tile at the
+ * current K step, @ld the row stride, @step bytes to the next K step
+ * (64 bytes of K), @next bytes to the second token block.
+ */
+struct amx_arows {
+	const uint8_t *p;
+	size_t ld, step, next;
+};
+
+/* A of token pair @tb at payload byte @kb of chunk @c (see above). */
+static inline struct amx_arows amx_down_a(const struct kern_down_args *a,
+					  const struct amx_scratch *s,
+					  unsigned int nkb, unsigned int nc,
+					  size_t crow, unsigned int tb,
+					  unsigned int c, unsigned int kb)
+{
+	struct amx_arows r;
+	unsigned int pc = nkb / nc;
+
+	if (tb + 2 * AMX_TB <= a->m) {
+		r.p = a->act + tb * a->act_stride + c * crow + kb;
+		r.ld = a->act_stride;
+		r.step = AMX_LINE;
+		r.next = AMX_TB * a->act_stride;
+	} else {
+		r.p = s->a + (size_t)(c * pc + kb / AMX_LINE) * AMX_TILE +
+		      kb % AMX_LINE;
+		r.ld = AMX_LINE;
+		r.step = AMX_TILE;
+		r.next = (size_t)nkb * AMX_TILE;
+	}
+	return r;
 }
 
 /* y[y_rows[tb + i]][nb*16 ..] += w * (f[i] * rscale) for @nn (1 or 2)
@@ -595,11 +641,11 @@ static void amx_down_out(const struct kern_down_args *a, unsigned int nb,
 }
 
 /*
- * One chunk (or group) of a down pass: @nk K steps of A at @a0 (and the
- * second token block nkb tiles further), B of the first column block at
- * @b0 and of the second at @b1 (NULL: only one), @bs bytes per step.
+ * One chunk (or group) of a down pass: @nk K steps of A at @ar, B of the
+ * first column block at @b0 and of the second at @b1 (NULL: only one),
+ * @bs bytes per step; @pf: tiles to prefetch, two per step.
  */
-static inline void amx_down_tiles(const uint8_t *a0, size_t a1off,
+static inline void amx_down_tiles(const struct amx_arows *ar,
 				  const uint8_t *b0, const uint8_t *b1,
 				  size_t bs, unsigned int nk, int two,
 				  const uint8_t *pf, int bf16, int zero)
@@ -613,11 +659,13 @@ static inline void amx_down_tiles(const uint8_t *a0, size_t a1off,
 		_tile_zero(3);
 	}
 	for (k = 0; k < nk; k++) {
+		const uint8_t *ap = ar->p + k * ar->step;
+
 		if (pf) {
 			amx_pf_tile(pf + (size_t)2 * k * AMX_TILE);
 			amx_pf_tile(pf + (size_t)(2 * k + 1) * AMX_TILE);
 		}
-		_tile_loadd(4, a0 + (size_t)k * AMX_TILE, AMX_LINE);
+		_tile_loadd(4, ap, ar->ld);
 		_tile_loadd(6, b0 + k * bs, AMX_LINE);
 		if (bf16)
 			_tile_dpbf16ps(0, 4, 6);
@@ -632,7 +680,7 @@ static inline void amx_down_tiles(const uint8_t *a0, size_t a1off,
 		}
 		if (!two)
 			continue;
-		_tile_loadd(5, a0 + a1off + (size_t)k * AMX_TILE, AMX_LINE);
+		_tile_loadd(5, ap + ar->next, ar->ld);
 		if (bf16)
 			_tile_dpbf16ps(2, 5, 6);
 		else
@@ -680,12 +728,12 @@ static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
 	unsigned int P = a->kc / KERN_TILE_K_INT8, NB = a->N / 16;
 	unsigned int nkb = nc * P, mp = amx_mpad(a->m);
+	size_t crow = kern_act_row_bytes_int8_avx512(a->kc, 0);
 	unsigned int nb, tb, c;
 	struct amx_scratch s;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
-	amx_down_gather(a, nc, kern_act_row_bytes_int8_avx512(a->kc, 0),
-			a->kc, 1, &s);
+	amx_down_gather(a, nc, crow, a->kc, 1, &s);
 	amx_config(AMX_LINE, 16);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
 		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
@@ -699,10 +747,11 @@ static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 					((size_t)(c0 + c) * NB * P +
 					 (size_t)nb * P) * AMX_TILE;
 
-				amx_down_tiles(amx_atile(&s, nkb, tb, c * P),
-					       (size_t)nkb * AMX_TILE, bt,
-					       nn > 1 ? bt + P * AMX_TILE :
-					       NULL, AMX_TILE, P,
+				struct amx_arows ar = amx_down_a(a, &s, nkb,
+					nc, crow, tb, c, 0);
+
+				amx_down_tiles(&ar, bt, nn > 1 ? bt + P *
+					       AMX_TILE : NULL, AMX_TILE, P,
 					       cnt > AMX_TB,
 					       tb ? NULL : bt + 2 * P *
 					       AMX_TILE, 0, 1);
@@ -765,12 +814,12 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 	unsigned int G = a->group, ks = G < 64 ? G : 64, ng = a->kc / G;
 	unsigned int P = a->kc / KERN_TILE_K_INT4, NB = a->N / 16;
 	unsigned int nkb = nc * a->kc / 64, mp = amx_mpad(a->m);
+	size_t crow = kern_act_row_bytes_int4_avx512(a->kc, G);
 	unsigned int nb, tb, c, q, h, t, i;
 	struct amx_scratch s;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
-	amx_down_gather(a, nc, kern_act_row_bytes_int4_avx512(a->kc, G),
-			a->kc, 1, &s);
+	amx_down_gather(a, nc, crow, a->kc, 1, &s);
 	amx_config(ks, ks / 4);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
 		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
@@ -811,17 +860,18 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 				_tile_zero(1);
 				_tile_zero(2);
 				_tile_zero(3);
-				for (i = 0; i < G / ks; i++)
-					amx_down_tiles(amx_atile(&s, nkb, tb,
-						(k + i * ks) / 64) +
-						(k + i * ks) % 64,
-						(size_t)nkb * AMX_TILE,
-						(const uint8_t *)
+				for (i = 0; i < G / ks; i++) {
+					struct amx_arows ar = amx_down_a(a,
+						&s, nkb, nc, crow, tb, c,
+						kk + i * ks);
+
+					amx_down_tiles(&ar, (const uint8_t *)
 						amx_b4(b0, kk + i * ks),
 						nn > 1 ? (const uint8_t *)
 						amx_b4(b0 + wb, kk + i * ks) :
 						NULL, 0, 1, cnt > AMX_TB,
 						NULL, 0, 0);
+				}
 				if (q)
 					amx_down_fin_q4(a, &s,
 							amx_cbuf(&s, q - 1),
@@ -876,10 +926,11 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 					((size_t)(c0 + c) * NB * P +
 					 (size_t)nb * P) * AMX_TILE;
 
-				amx_down_tiles(amx_atile(&s, nkb, tb, c * P),
-					       (size_t)nkb * AMX_TILE, bt,
-					       nn > 1 ? bt + P * AMX_TILE :
-					       NULL, AMX_TILE, P,
+				struct amx_arows ar = amx_down_a(a, &s, nkb,
+					nc, (size_t)a->kc * 2, tb, c, 0);
+
+				amx_down_tiles(&ar, bt, nn > 1 ? bt + P *
+					       AMX_TILE : NULL, AMX_TILE, P,
 					       amx_cnt(a->m, tb) > AMX_TB,
 					       tb ? NULL : bt + 2 * P *
 					       AMX_TILE, 1, c == 0);
