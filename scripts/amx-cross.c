@@ -175,8 +175,8 @@ static double tile_peak(enum kt_quant q)
 
 int main(int argc, char **argv)
 {
-	static const unsigned int ms[] = { 1, 4, 8, 12, 16, 24, 32, 48, 64,
-					   96, 128, 192, 256 };
+	static const unsigned int ms[] = { 1, 2, 3, 4, 6, 8, 10, 12, 16, 24,
+					   32, 48, 64, 96, 128, 192, 256 };
 	enum kt_quant q = KT_QUANT_INT8;
 	unsigned int H = 2048, I = 768, G = 128, reps = 3, r, mi, mmax = 256;
 	size_t total = 768ull << 20;
