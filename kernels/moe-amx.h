@@ -39,7 +39,7 @@
 /*
  * Per-call scratch. Activations are gathered once per call into A-tile
  * order: block (tb, kb) of 16 tokens x 64 bytes is one contiguous tile at
- * a + (tb * nkb + kb) * 1024, so every A load is a 1 KiB sequential read.
+ * a + (tb * nkb + kb) * AMX_TILE, so every A load is one sequential KiB.
  */
 struct amx_scratch {
 	uint8_t *a;		/* A tiles, [mpad / 16][nkb][16][64] */
@@ -175,7 +175,7 @@ static inline void amx_pf_tile(const uint8_t *p)
 
 /*
  * Widen the INT4 tile @t to two s8 B tiles: k 0..63 (low nibbles) at @d
- * and k 64..127 (high) at @d + 1024, each nibble minus 8.
+ * and k 64..127 (high) at @d + AMX_TILE, each nibble minus 8.
  */
 static inline void amx_widen_i4(const uint8_t *t, int8_t *d)
 {
@@ -188,7 +188,8 @@ static inline void amx_widen_i4(const uint8_t *t, int8_t *d)
 		__m512i lo = _mm512_and_si512(v, mask);
 		__m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
 
-		_mm512_storeu_si512((void *)(d + l), _mm512_sub_epi8(lo, eight));
+		_mm512_storeu_si512((void *)(d + l),
+				    _mm512_sub_epi8(lo, eight));
 		_mm512_storeu_si512((void *)(d + AMX_TILE + l),
 				    _mm512_sub_epi8(hi, eight));
 	}
@@ -200,7 +201,8 @@ static inline const int8_t *amx_b4(const int8_t *b, unsigned int k)
 	unsigned int kk = k % KERN_TILE_K_INT4;
 
 	return b + (size_t)(k / KERN_TILE_K_INT4) * 2 * AMX_TILE +
-	       (kk >= 64) * AMX_TILE + (kk % 64) / 4 * AMX_LINE;
+	       (kk >= KERN_TILE_K_INT8) * AMX_TILE +
+	       (kk % KERN_TILE_K_INT8) / 4 * AMX_LINE;
 }
 
 /* f[i][0:16] += (float)c[i][0:16] * scale[0:16] for the rows i < @rows of
@@ -449,7 +451,8 @@ static inline void amx_gu_acc_q4(const struct kern_gate_up_args *a,
 static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 {
 	struct kern_geom geom = { a->K, a->N, 0, 128 };
-	unsigned int K = a->K, G = a->group, ks = G < 64 ? G : 64;
+	unsigned int K = a->K, G = a->group;
+	unsigned int ks = G < KERN_TILE_K_INT8 ? G : KERN_TILE_K_INT8;
 	unsigned int nkb = K / KERN_TILE_K_INT8, nt = K / KERN_TILE_K_INT4;
 	unsigned int mp = amx_mpad(a->m), nb, tb, g, i, t, k;
 	struct amx_scratch s;
@@ -485,12 +488,15 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 				_tile_zero(3);
 				for (k = g * G; k < (g + 1) * G; k += ks) {
 					const uint8_t *a0 = amx_atile(&s, nkb,
-						tb, k / 64) + k % 64;
+						tb, k / KERN_TILE_K_INT8) +
+						k % KERN_TILE_K_INT8;
 
-					if (tb == 0 && k % 128 == 0) {
+					if (tb == 0 &&
+					    k % KERN_TILE_K_INT4 == 0) {
 						/* the next row block's tile */
-						size_t o = (size_t)(nt + k / 128) *
-							   AMX_TILE;
+						size_t o = (size_t)(nt + k /
+							KERN_TILE_K_INT4) *
+							AMX_TILE;
 
 						amx_pf_tile(gt + o);
 						amx_pf_tile(ut + o);
@@ -517,20 +523,20 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 				      g - 1, cnt);
 			for (i = 0; i < cnt; i++) {
 				__m512 xs = _mm512_set1_ps(s.xs[tb + i]);
+				__m512 gv = _mm512_mul_ps(_mm512_loadu_ps(fg +
+							  i * 16), xs);
+				__m512 uv = _mm512_mul_ps(_mm512_loadu_ps(fu +
+							  i * 16), xs);
 
 				_mm512_storeu_ps(amx_out(a, nb, tb + i),
-					kern_silu_mul_avx512(
-					_mm512_mul_ps(_mm512_loadu_ps(fg + i * 16),
-						      xs),
-					_mm512_mul_ps(_mm512_loadu_ps(fu + i * 16),
-						      xs)));
+						 kern_silu_mul_avx512(gv, uv));
 			}
 		}
 	}
 	_tile_release();
 }
 
-/* ---- down --------------------------------------------------------------------
+/* ---- down ----------------------------------------------------------------
  * Per pair of output blocks of 16 columns (C0 = A4.B6, C1 = A4.B7 for the
  * first token block, C2, C3 for the second) and pair of token blocks: the
  * K chunks in order; INT8/INT4 flush C per chunk with the chunk's
@@ -811,9 +817,10 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 {
 	struct kern_geom geom = { a->N, a->K, 0, a->kc };
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
-	unsigned int G = a->group, ks = G < 64 ? G : 64, ng = a->kc / G;
+	unsigned int G = a->group, ng = a->kc / G;
+	unsigned int ks = G < KERN_TILE_K_INT8 ? G : KERN_TILE_K_INT8;
 	unsigned int P = a->kc / KERN_TILE_K_INT4, NB = a->N / 16;
-	unsigned int nkb = nc * a->kc / 64, mp = amx_mpad(a->m);
+	unsigned int nkb = nc * a->kc / KERN_TILE_K_INT8, mp = amx_mpad(a->m);
 	size_t crow = kern_act_row_bytes_int4_avx512(a->kc, G);
 	unsigned int nb, tb, c, q, h, t, i;
 	struct amx_scratch s;

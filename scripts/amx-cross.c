@@ -200,7 +200,8 @@ int main(int argc, char **argv)
 		default:
 			fprintf(stderr, "usage: amx-cross [-q int8|int4|bf16] "
 				"[-H hidden] [-I inter] [-g group] [-r reps] "
-				"[-s weight MiB] [-M max m] [-o gate_up|down]\n");
+				"[-s weight MiB] [-M max m] "
+				"[-o gate_up|down]\n");
 			return 2;
 		}
 	}
