@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * moe-amx.c - the AMX variant: tile kernels (moe-amx.h) for experts with
- * at least KERN_AMX_MIN_M tokens, the AVX-512 kernels below that. Both read
- * the activation rows of the AVX-512 variant.
+ * at least KERN_AMX_MIN_M_<quant> tokens, the AVX-512 kernels below that
+ * (each where it measured faster). Both read the activation rows of the
+ * AVX-512 variant.
  */
 #include <immintrin.h>
 
@@ -29,7 +30,7 @@ const struct kern_ops kern_ops_amx = {
 			.down = kern_down_int8_avx512,
 			.gate_up_many = amx_gate_up_q8,
 			.down_many = amx_down_q8,
-			.many_min_m = KERN_AMX_MIN_M,
+			.many_min_m = KERN_AMX_MIN_M_INT8,
 		},
 		[KT_QUANT_INT4] = {
 			.act_row_bytes = kern_act_row_bytes_int4_avx512,
@@ -39,7 +40,7 @@ const struct kern_ops kern_ops_amx = {
 			.down = kern_down_int4_avx512,
 			.gate_up_many = amx_gate_up_q4,
 			.down_many = amx_down_q4,
-			.many_min_m = KERN_AMX_MIN_M,
+			.many_min_m = KERN_AMX_MIN_M_INT4,
 		},
 		[KT_QUANT_BF16] = {
 			.act_row_bytes = kern_act_row_bytes_bf16_avx512,
@@ -49,7 +50,7 @@ const struct kern_ops kern_ops_amx = {
 			.down = kern_down_bf16_avx512,
 			.gate_up_many = amx_gate_up_bf16,
 			.down_many = amx_down_bf16,
-			.many_min_m = KERN_AMX_MIN_M,
+			.many_min_m = KERN_AMX_MIN_M_BF16,
 		},
 	},
 };

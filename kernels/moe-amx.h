@@ -1,26 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * moe-amx.h - the many-token kernels of the AMX variant: TDPBSSD for INT8
- * and INT4 (nibbles widened to s8 tiles), TDPBF16PS for BF16, reading the
- * packed tiles as B tiles directly (Documentation/packed-layout.md).
+ * and INT4 (nibbles widened to s8 tiles with AVX-512), TDPBF16PS for BF16,
+ * reading the packed tiles as B tiles directly (packed-layout.md).
  *
- * Written against the _tile_*() intrinsics only (plus plain C and
- * kern_silu_mul_f32_avx512()), so that moe-amx.c builds it with the real
- * instructions and selftests/simd/amx_emu.c with a software emulation of
- * the tiles. The includer defines AMX_NAME(x) for the (static) names.
+ * Written against the _tile_*() intrinsics plus AVX-512, so that moe-amx.c
+ * builds it with the real instructions and selftests/simd/amx_emu.c with a
+ * software emulation of the tiles. The includer defines AMX_NAME(x) for
+ * the (static) names and includes <immintrin.h> first.
  *
  * Tiles: 0-3 accumulators C[token block][matrix or n block], 4-5 the A
  * tiles of two blocks of 16 tokens, 6-7 two B tiles. Each B tile is used
- * by both token blocks and each A tile by both B tiles.
+ * by both token blocks and each A tile by both B tiles. C tiles are
+ * finished in AVX-512 registers (dequantize, scale, SiLU * up, y += w *).
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "kernels/amx.h"
 #include "kernels/kern.h"
+#include "kernels/layout.h"
 #include "kernels/simd.h"
+#include "kernels/vexp-avx512.h"
 
-#define AMX_TB		16	/* tokens per A tile */
+#define AMX_TB		16			/* tokens per A tile */
+#define AMX_TILE	KERN_TILE_BYTES		/* one A, B or C tile */
+#define AMX_LINE	KERN_TILE_ROW_BYTES	/* one tile row */
+#define AMX_CW		(AMX_TILE / 4)		/* 32-bit words of a C tile */
+/* B tiles prefetched ahead of use in each weight stream (first pass). */
+#define AMX_PF_TILES	4
 
 /*
  * tileloadd reads memory the compiler does not see as an operand (and
@@ -28,13 +36,18 @@
  */
 #define AMX_BARRIER()	__asm__ volatile("" ::: "memory")
 
+/*
+ * Per-call scratch. Activations are gathered once per call into A-tile
+ * order: block (tb, kb) of 16 tokens x 64 bytes is one contiguous tile at
+ * a + (tb * nkb + kb) * AMX_TILE, so every A load is one sequential KiB.
+ */
 struct amx_scratch {
-	uint8_t *a;		/* gathered activations, [mpad][K] */
+	uint8_t *a;		/* A tiles, [mpad / 16][nkb][16][64] */
 	float *xs;		/* per token (and chunk) activation scales */
-	int32_t *c;		/* four stored C tiles */
-	float *f;		/* f32 accumulators [4][16][16] */
-	float *g, *u;		/* gate / up results [mpad][16] */
-	int8_t *b4;		/* INT4 tiles widened: [2][K/128][2][1024] */
+	int32_t *c;		/* two sets of four stored C tiles */
+	float *f;		/* f32 sums [32 tokens][32 columns] */
+	float *f2;		/* INT4 down: one chunk's sums, same shape */
+	int8_t *b4;		/* INT4 tiles widened, two s8 tiles each */
 };
 
 static inline size_t amx_align(size_t v)
@@ -56,9 +69,8 @@ static inline size_t amx_scratch_bytes(const struct kern_geom *g,
 	size_t nc = g->inter / 128 + 1;	/* chunks of any KC */
 
 	return amx_align(mp * kmax * 2) + amx_align(mp * nc * 4) +
-	       amx_align(4 * 1024) + amx_align(4 * 1024) +
-	       2 * amx_align(mp * 16 * 4) + amx_align(kmax / 128 * 4096 * 2) +
-	       64;
+	       amx_align(8 * AMX_TILE) + 2 * amx_align(4 * AMX_TILE) +
+	       amx_align(kmax / KERN_TILE_K_INT4 * 4 * AMX_TILE) + 64;
 }
 
 static inline void amx_scratch_init(struct amx_scratch *s, void *base,
@@ -74,13 +86,11 @@ static inline void amx_scratch_init(struct amx_scratch *s, void *base,
 	s->xs = (float *)p;
 	p += amx_align(mp * nc * 4);
 	s->c = (int32_t *)p;
-	p += amx_align(4 * 1024);
+	p += amx_align(8 * AMX_TILE);
 	s->f = (float *)p;
-	p += amx_align(4 * 1024);
-	s->g = (float *)p;
-	p += amx_align(mp * 16 * 4);
-	s->u = (float *)p;
-	p += amx_align(mp * 16 * 4);
+	p += amx_align(4 * AMX_TILE);
+	s->f2 = (float *)p;
+	p += amx_align(4 * AMX_TILE);
 	s->b4 = (int8_t *)p;
 }
 
@@ -92,11 +102,11 @@ static inline void amx_config(unsigned int acols, unsigned int brows)
 
 	kern_amx_cfg_init(&c);
 	for (t = 0; t < 4; t++)
-		kern_amx_cfg_tile(&c, t, 16, 64);
+		kern_amx_cfg_tile(&c, t, 16, AMX_LINE);
 	kern_amx_cfg_tile(&c, 4, 16, acols);
 	kern_amx_cfg_tile(&c, 5, 16, acols);
-	kern_amx_cfg_tile(&c, 6, brows, 64);
-	kern_amx_cfg_tile(&c, 7, brows, 64);
+	kern_amx_cfg_tile(&c, 6, brows, AMX_LINE);
+	kern_amx_cfg_tile(&c, 7, brows, AMX_LINE);
 	AMX_BARRIER();
 	_tile_loadconfig(&c);
 }
@@ -110,309 +120,611 @@ static inline float amx_act_scale(const uint8_t *row, unsigned int K)
 	return s;
 }
 
-/*
- * Copy the m activation rows (@bytes each, from row pointers) into one
- * dense [mpad][bytes] block with zero rows after the last token, so that
- * every A tile load is full and in bounds.
- */
-static inline void amx_gather(uint8_t *dst, size_t bytes, unsigned int m,
-			      const uint8_t *const *rows)
+/* Tokens of the token-block pair at @tb that are real (1 .. 32). */
+static inline unsigned int amx_cnt(unsigned int m, unsigned int tb)
 {
-	unsigned int i, mp = amx_mpad(m);
+	return m - tb < 2 * AMX_TB ? m - tb : 2 * AMX_TB;
+}
 
-	for (i = 0; i < m; i++)
-		memcpy(dst + i * bytes, rows[i], bytes);
-	memset(dst + (size_t)m * bytes, 0, (size_t)(mp - m) * bytes);
+/* The A tile of token block @tb (a multiple of 16) and column block kb. */
+static inline const uint8_t *amx_atile(const struct amx_scratch *s,
+				       unsigned int nkb, unsigned int tb,
+				       unsigned int kb)
+{
+	return s->a + ((size_t)(tb / AMX_TB) * nkb + kb) * AMX_TILE;
+}
+
+/* Row @i of the A tiles gets the 64-byte pieces of @src, @nkb of them. */
+static inline void amx_put_row(struct amx_scratch *s, unsigned int nkb,
+			       unsigned int i, const uint8_t *src)
+{
+	uint8_t *d = s->a + (size_t)(i / AMX_TB) * nkb * AMX_TILE +
+		     (i % AMX_TB) * AMX_LINE;
+	unsigned int kb;
+
+	for (kb = 0; kb < nkb; kb++)
+		_mm512_storeu_si512((void *)(d + (size_t)kb * AMX_TILE),
+				    _mm512_loadu_si512((const void *)
+						       (src + kb * AMX_LINE)));
+}
+
+/* Zero the A rows of tokens [m, mpad) so every tile load is defined. */
+static inline void amx_pad_rows(struct amx_scratch *s, unsigned int nkb,
+				unsigned int m)
+{
+	unsigned int i, kb;
+
+	for (i = m; i < amx_mpad(m); i++)
+		for (kb = 0; kb < nkb; kb++)
+			_mm512_storeu_si512((void *)(s->a +
+				((size_t)(i / AMX_TB) * nkb + kb) * AMX_TILE +
+				(i % AMX_TB) * AMX_LINE),
+				_mm512_setzero_si512());
 	AMX_BARRIER();
 }
 
-/* Widen an INT4 tile to two s8 B tiles: k 0..63 (low) and 64..127. */
-static inline void amx_widen_i4(const uint8_t *t, int8_t *lo, int8_t *hi)
+/* Prefetch the 1 KiB tile at @p into L2 (addresses past the matrix are
+ * harmless: prefetches do not fault). */
+static inline void amx_pf_tile(const uint8_t *p)
 {
-	int i;
+	unsigned int l;
 
-	for (i = 0; i < 1024; i++) {
-		lo[i] = (int8_t)((t[i] & 0x0f) - 8);
-		hi[i] = (int8_t)((t[i] >> 4) - 8);
+	for (l = 0; l < AMX_TILE; l += AMX_LINE)
+		_mm_prefetch((const char *)p + l, _MM_HINT_T1);
+}
+
+/*
+ * Widen the INT4 tile @t to two s8 B tiles: k 0..63 (low nibbles) at @d
+ * and k 64..127 (high) at @d + AMX_TILE, each nibble minus 8.
+ */
+static inline void amx_widen_i4(const uint8_t *t, int8_t *d)
+{
+	const __m512i mask = _mm512_set1_epi8(0x0f);
+	const __m512i eight = _mm512_set1_epi8(8);
+	unsigned int l;
+
+	for (l = 0; l < AMX_TILE; l += AMX_LINE) {
+		__m512i v = _mm512_loadu_si512((const void *)(t + l));
+		__m512i lo = _mm512_and_si512(v, mask);
+		__m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+
+		_mm512_storeu_si512((void *)(d + l),
+				    _mm512_sub_epi8(lo, eight));
+		_mm512_storeu_si512((void *)(d + AMX_TILE + l),
+				    _mm512_sub_epi8(hi, eight));
 	}
-	AMX_BARRIER();
 }
 
-/*
- * C tile @ct (int32, stored at @c) times @scale[n] added to @f[16][16]:
- * the f32 flush of an INT4 group or a down chunk.
- */
-static inline void amx_acc_scaled(float *f, const int32_t *c,
-				  const float *scale)
+/* The widened B rows of K offset @k (in a row block widened from @b). */
+static inline const int8_t *amx_b4(const int8_t *b, unsigned int k)
 {
-	int i, n;
+	unsigned int kk = k % KERN_TILE_K_INT4;
 
-	for (i = 0; i < 16; i++)
-		for (n = 0; n < 16; n++)
-			f[i * 16 + n] += (float)c[i * 16 + n] * scale[n];
+	return b + (size_t)(k / KERN_TILE_K_INT4) * 2 * AMX_TILE +
+	       (kk >= KERN_TILE_K_INT8) * AMX_TILE +
+	       (kk % KERN_TILE_K_INT8) / 4 * AMX_LINE;
+}
+
+/* f[i][0:16] += (float)c[i][0:16] * scale[0:16] for the rows i < @rows of
+ * one C tile (stored at @c) and 16 columns of f, @fs floats apart. */
+static inline void amx_acc_vec(float *f, unsigned int fs, const int32_t *c,
+			       __m512 scale, unsigned int rows)
+{
+	unsigned int i;
+
+	for (i = 0; i < rows; i++) {
+		__m512 v = _mm512_cvtepi32_ps(_mm512_loadu_si512(
+					(const void *)(c + i * 16)));
+
+		_mm512_storeu_ps(f + i * fs, _mm512_fmadd_ps(v, scale,
+					_mm512_loadu_ps(f + i * fs)));
+	}
+}
+
+/* Zero @rows rows of 32 floats. */
+static inline void amx_zero_f(float *f, unsigned int rows)
+{
+	unsigned int i;
+
+	for (i = 0; i < rows * 2; i++)
+		_mm512_storeu_ps(f + i * 16, _mm512_setzero_ps());
 }
 
 /* ---- gate + up -------------------------------------------------------------
  * Per block of 16 rows: gate and up tiles in turn as B (tiles 6 and 7),
  * two token blocks as A (4 and 5): C0 = A4.Bg, C1 = A4.Bu, C2 = A5.Bg,
  * C3 = A5.Bu. The K loop is the whole row; the row block's tiles (2 x 16 x
- * K bytes) stay in L2 while all token blocks pass over them.
+ * K bytes) stay in L2 while all token blocks pass over them, and during
+ * the first pass the next row block's are prefetched (they follow in
+ * memory: the matrices are row-block-major).
  */
 
-/* Write silu(g) * u of tokens [t0, t0 + n) and rows nb*16.. to out. */
-static inline void amx_gu_store(const struct kern_gate_up_args *a,
-				unsigned int nb, unsigned int t0,
-				unsigned int n, const float *g, const float *u)
+/* Gather the m rows (K bytes each) into A tiles; @xs: their scales. */
+static inline void amx_gu_gather(const struct kern_gate_up_args *a,
+				 struct amx_scratch *s, size_t bytes, int xs)
+{
+	unsigned int i, nkb = (unsigned int)(bytes / AMX_LINE);
+
+	for (i = 0; i < a->m; i++) {
+		const uint8_t *r = a->act + a->act_rows[i] * a->act_stride;
+
+		amx_put_row(s, nkb, i, r);
+		if (xs)
+			s->xs[i] = amx_act_scale(r, a->K);
+	}
+	amx_pad_rows(s, nkb, a->m);
+}
+
+/* The four C tiles of one pass, stored as [C0 C1 C2 C3]. */
+static inline void amx_store_c4(int32_t *c)
+{
+	_tile_stored(0, c, AMX_LINE);
+	_tile_stored(1, c + AMX_CW, AMX_LINE);
+	_tile_stored(2, c + 2 * AMX_CW, AMX_LINE);
+	_tile_stored(3, c + 3 * AMX_CW, AMX_LINE);
+	AMX_BARRIER();
+}
+
+/* Row i (of 32) of the C pair {gate, up} stored by amx_store_c4(). */
+static inline const int32_t *amx_crow(const int32_t *c, unsigned int i)
+{
+	return c + (i / AMX_TB) * 2 * AMX_CW + (i % AMX_TB) * 16;
+}
+
+static inline float *amx_out(const struct kern_gate_up_args *a,
+			     unsigned int nb, unsigned int i)
+{
+	return a->out + i * a->out_stride + nb * 16 - a->n0;
+}
+
+/* One row block's tile loop for INT8 (@bf16 0) or BF16 over @nkb K steps. */
+static inline void amx_gu_tiles(const uint8_t *a0, const uint8_t *a1,
+				const uint8_t *gt, const uint8_t *ut,
+				unsigned int nkb, int two, int pf, int bf16)
+{
+	unsigned int kb;
+
+	_tile_zero(0);
+	_tile_zero(1);
+	_tile_zero(2);
+	_tile_zero(3);
+	for (kb = 0; kb < nkb; kb++) {
+		size_t o = (size_t)kb * AMX_TILE;
+
+		if (pf) {
+			amx_pf_tile(gt + o + AMX_PF_TILES * AMX_TILE);
+			amx_pf_tile(ut + o + AMX_PF_TILES * AMX_TILE);
+		}
+		_tile_loadd(4, a0 + o, AMX_LINE);
+		_tile_loadd(6, gt + o, AMX_LINE);
+		_tile_loadd(7, ut + o, AMX_LINE);
+		if (bf16) {
+			_tile_dpbf16ps(0, 4, 6);
+			_tile_dpbf16ps(1, 4, 7);
+		} else {
+			_tile_dpbssd(0, 4, 6);
+			_tile_dpbssd(1, 4, 7);
+		}
+		if (!two)
+			continue;
+		_tile_loadd(5, a1 + o, AMX_LINE);
+		if (bf16) {
+			_tile_dpbf16ps(2, 5, 6);
+			_tile_dpbf16ps(3, 5, 7);
+		} else {
+			_tile_dpbssd(2, 5, 6);
+			_tile_dpbssd(3, 5, 7);
+		}
+	}
+}
+
+/*
+ * The passes run one step of a software pipeline apart: the C tiles of
+ * pass n are stored to one of two buffers (amx_cbuf()) and finished by the
+ * vector units while the TDPs of pass n + 1 run on the tile unit.
+ */
+static inline int32_t *amx_cbuf(const struct amx_scratch *s, unsigned int n)
+{
+	return s->c + (n & 1) * 4 * AMX_CW;
+}
+
+/* Finish an INT8 gate+up pass: tokens [tb, tb + cnt) of row block nb. */
+static inline void amx_gu_fin_q8(const struct kern_gate_up_args *a,
+				 const struct amx_scratch *s,
+				 const int32_t *cb, unsigned int nb,
+				 unsigned int tb, unsigned int cnt)
+{
+	__m512 wsg = _mm512_loadu_ps(a->gate->scales + nb * 16);
+	__m512 wsu = _mm512_loadu_ps(a->up->scales + nb * 16);
+	unsigned int i;
+
+	for (i = 0; i < cnt; i++) {
+		const int32_t *c = amx_crow(cb, i);
+		__m512 xs = _mm512_set1_ps(s->xs[tb + i]);
+		/* (float)acc * (xs * ws): the oracle's order */
+		__m512 g = _mm512_mul_ps(_mm512_cvtepi32_ps(
+			_mm512_loadu_si512((const void *)c)),
+			_mm512_mul_ps(xs, wsg));
+		__m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(
+			_mm512_loadu_si512((const void *)(c + AMX_CW))),
+			_mm512_mul_ps(xs, wsu));
+
+		_mm512_storeu_ps(amx_out(a, nb, tb + i),
+				 kern_silu_mul_avx512(g, u));
+	}
+}
+
+static inline void amx_gu_fin_bf16(const struct kern_gate_up_args *a,
+				   const int32_t *cb, unsigned int nb,
+				   unsigned int tb, unsigned int cnt)
 {
 	unsigned int i;
 
-	for (i = 0; i < n; i++)
-		kern_silu_mul_f32_avx512(a->out + (t0 + i) * a->out_stride +
-					 nb * 16 - a->n0, g + i * 16,
-					 u + i * 16, 16);
+	for (i = 0; i < cnt; i++) {
+		const float *r = (const float *)amx_crow(cb, i);
+
+		_mm512_storeu_ps(amx_out(a, nb, tb + i),
+				 kern_silu_mul_avx512(_mm512_loadu_ps(r),
+					_mm512_loadu_ps(r + AMX_CW)));
+	}
+}
+
+/* INT8 (@bf16 0) and BF16 gate+up: passes over (row block, token pair). */
+static inline void amx_gate_up_8_16(const struct kern_gate_up_args *a,
+				    int bf16)
+{
+	struct kern_geom geom = { a->K, a->N, 0, 128 };
+	unsigned int kt = bf16 ? KERN_TILE_K_BF16 : KERN_TILE_K_INT8;
+	unsigned int nkb = a->K / kt, mp = amx_mpad(a->m);
+	unsigned int nb, tb, n = 0, pnb = 0, ptb = 0;
+	struct amx_scratch s;
+
+	amx_scratch_init(&s, a->scratch, &geom, a->m);
+	amx_gu_gather(a, &s, (size_t)nkb * AMX_LINE, !bf16);
+	amx_config(AMX_LINE, 16);
+	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
+		size_t off = (size_t)nb * nkb * AMX_TILE;
+
+		for (tb = 0; tb < mp; tb += 2 * AMX_TB, n++) {
+			amx_gu_tiles(amx_atile(&s, nkb, tb, 0),
+				     amx_atile(&s, nkb, tb + AMX_TB, 0),
+				     a->gate->tiles + off, a->up->tiles + off,
+				     nkb, amx_cnt(a->m, tb) > AMX_TB, tb == 0,
+				     bf16);
+			if (n && bf16)
+				amx_gu_fin_bf16(a, amx_cbuf(&s, n - 1), pnb,
+						ptb, amx_cnt(a->m, ptb));
+			else if (n)
+				amx_gu_fin_q8(a, &s, amx_cbuf(&s, n - 1), pnb,
+					      ptb, amx_cnt(a->m, ptb));
+			amx_store_c4(amx_cbuf(&s, n));
+			pnb = nb;
+			ptb = tb;
+		}
+	}
+	if (bf16)
+		amx_gu_fin_bf16(a, amx_cbuf(&s, n - 1), pnb, ptb,
+				amx_cnt(a->m, ptb));
+	else
+		amx_gu_fin_q8(a, &s, amx_cbuf(&s, n - 1), pnb, ptb,
+			      amx_cnt(a->m, ptb));
+	_tile_release();
 }
 
 static void AMX_NAME(gate_up_q8)(const struct kern_gate_up_args *a)
 {
-	struct kern_geom geom = { a->K, a->N, 0, 128 };
-	const uint8_t *rows[KERN_MAX_M];
-	unsigned int K = a->K, mp = amx_mpad(a->m), nb, tb, kb, i, n;
-	struct amx_scratch s;
-
-	amx_scratch_init(&s, a->scratch, &geom, a->m);
-	for (i = 0; i < a->m; i++) {
-		rows[i] = a->act + a->act_rows[i] * a->act_stride;
-		s.xs[i] = amx_act_scale(rows[i], K);
-	}
-	amx_gather(s.a, K, a->m, rows);
-	amx_config(64, 16);
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
-		const uint8_t *gt = a->gate->tiles + (size_t)nb * (K / 64) * 1024;
-		const uint8_t *ut = a->up->tiles + (size_t)nb * (K / 64) * 1024;
-		const float *wsg = a->gate->scales + nb * 16;
-		const float *wsu = a->up->scales + nb * 16;
-
-		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
-			const uint8_t *a0 = s.a + (size_t)tb * K;
-			unsigned int cnt = a->m - tb < 2 * AMX_TB ?
-					   a->m - tb : 2 * AMX_TB;
-
-			_tile_zero(0);
-			_tile_zero(1);
-			_tile_zero(2);
-			_tile_zero(3);
-			for (kb = 0; kb < K / 64; kb++) {
-				_tile_loadd(4, a0 + kb * 64, K);
-				_tile_loadd(5, a0 + (size_t)AMX_TB * K +
-					    kb * 64, K);
-				_tile_loadd(6, gt + (size_t)kb * 1024, 64);
-				_tile_loadd(7, ut + (size_t)kb * 1024, 64);
-				_tile_dpbssd(0, 4, 6);
-				_tile_dpbssd(1, 4, 7);
-				_tile_dpbssd(2, 5, 6);
-				_tile_dpbssd(3, 5, 7);
-			}
-			_tile_stored(0, s.c, 64);
-			_tile_stored(1, s.c + 256, 64);
-			_tile_stored(2, s.c + 512, 64);
-			_tile_stored(3, s.c + 768, 64);
-			for (i = 0; i < cnt; i++) {
-				const int32_t *cg = s.c + (i / AMX_TB) * 512 +
-						    (i % AMX_TB) * 16;
-				float xs = s.xs[tb + i];
-
-				/* (float)acc * (xs * ws): the oracle's order */
-				for (n = 0; n < 16; n++) {
-					s.g[i * 16 + n] = (float)cg[n] *
-						(xs * wsg[n]);
-					s.u[i * 16 + n] = (float)cg[256 + n] *
-						(xs * wsu[n]);
-				}
-			}
-			amx_gu_store(a, nb, tb, cnt, s.g, s.u);
-		}
-	}
-	_tile_release();
+	amx_gate_up_8_16(a, 0);
 }
 
 static void AMX_NAME(gate_up_bf16)(const struct kern_gate_up_args *a)
 {
-	struct kern_geom geom = { a->K, a->N, 0, 128 };
-	const uint8_t *rows[KERN_MAX_M];
-	unsigned int K = a->K, mp = amx_mpad(a->m), nb, tb, kb, i;
-	size_t ld = (size_t)K * 2;
-	struct amx_scratch s;
+	amx_gate_up_8_16(a, 1);
+}
 
-	amx_scratch_init(&s, a->scratch, &geom, a->m);
-	for (i = 0; i < a->m; i++)
-		rows[i] = a->act + a->act_rows[i] * a->act_stride;
-	amx_gather(s.a, ld, a->m, rows);
-	amx_config(64, 16);
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
-		const uint8_t *gt = a->gate->tiles + (size_t)nb * (K / 32) * 1024;
-		const uint8_t *ut = a->up->tiles + (size_t)nb * (K / 32) * 1024;
+/* f += C * group scales for the stored C of one INT4 gate+up group. */
+static inline void amx_gu_acc_q4(const struct kern_gate_up_args *a,
+				 float *fg, float *fu, const int32_t *cb,
+				 unsigned int nb, unsigned int g,
+				 unsigned int cnt)
+{
+	__m512 sg = _mm512_loadu_ps(a->gate->scales + (size_t)g * a->N +
+				    nb * 16);
+	__m512 su = _mm512_loadu_ps(a->up->scales + (size_t)g * a->N +
+				    nb * 16);
+	unsigned int c0 = cnt < AMX_TB ? cnt : AMX_TB;
 
-		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
-			const uint8_t *a0 = s.a + (size_t)tb * ld;
-			unsigned int cnt = a->m - tb < 2 * AMX_TB ?
-					   a->m - tb : 2 * AMX_TB;
-			float *c = (float *)s.c;
-
-			_tile_zero(0);
-			_tile_zero(1);
-			_tile_zero(2);
-			_tile_zero(3);
-			for (kb = 0; kb < K / 32; kb++) {
-				_tile_loadd(4, a0 + kb * 64, ld);
-				_tile_loadd(5, a0 + AMX_TB * ld + kb * 64, ld);
-				_tile_loadd(6, gt + (size_t)kb * 1024, 64);
-				_tile_loadd(7, ut + (size_t)kb * 1024, 64);
-				_tile_dpbf16ps(0, 4, 6);
-				_tile_dpbf16ps(1, 4, 7);
-				_tile_dpbf16ps(2, 5, 6);
-				_tile_dpbf16ps(3, 5, 7);
-			}
-			_tile_stored(0, c, 64);
-			_tile_stored(1, c + 256, 64);
-			_tile_stored(2, c + 512, 64);
-			_tile_stored(3, c + 768, 64);
-			for (i = 0; i < cnt; i++) {
-				const float *cg = c + (i / AMX_TB) * 512 +
-						  (i % AMX_TB) * 16;
-
-				memcpy(s.g + i * 16, cg, 64);
-				memcpy(s.u + i * 16, cg + 256, 64);
-			}
-			amx_gu_store(a, nb, tb, cnt, s.g, s.u);
-		}
-	}
-	_tile_release();
+	amx_acc_vec(fg, 16, cb, sg, c0);
+	amx_acc_vec(fu, 16, cb + AMX_CW, su, c0);
+	if (cnt <= AMX_TB)
+		return;
+	amx_acc_vec(fg + AMX_TB * 16, 16, cb + 2 * AMX_CW, sg, cnt - AMX_TB);
+	amx_acc_vec(fu + AMX_TB * 16, 16, cb + 3 * AMX_CW, su, cnt - AMX_TB);
 }
 
 /*
- * INT4: the row block's tiles are widened to s8 once per block, then each
- * group is a K span of its own (32 bytes of A and 8 B rows for G = 32, 64
- * and 16 otherwise) whose int32 C is scaled into f32 before the next.
- * Uses C0 = A4.B6 and C2 = A5.B6 for one matrix at a time.
+ * INT4: the row block's gate and up tiles are widened to s8 once per
+ * block (AVX-512, into the scratch), then each group is a K span of its
+ * own (32 bytes of A and 8 B rows for G = 32, 64 and 16 otherwise) whose
+ * four int32 C tiles are scaled into f32 (per column group scales) while
+ * the next group's TDPs run; the token scale is applied at the end.
  */
-static void amx_i4_matrix(const struct kern_gate_up_args *a,
-			  const struct kern_mat *mat, unsigned int nb,
-			  const struct amx_scratch *s, float *res)
-{
-	unsigned int K = a->K, G = a->group, mp = amx_mpad(a->m);
-	unsigned int ks = G < 64 ? G : 64;	/* K span of one dot */
-	unsigned int tb, g, i, n, t;
-	const uint8_t *tiles = mat->tiles + (size_t)nb * (K / 128) * 1024;
-	int8_t *b = s->b4;
-
-	for (t = 0; t < K / 128; t++)
-		amx_widen_i4(tiles + (size_t)t * 1024, b + t * 2048,
-			     b + t * 2048 + 1024);
-	for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
-		const uint8_t *a0 = s->a + (size_t)tb * K;
-		unsigned int cnt = a->m - tb < 2 * AMX_TB ?
-				   a->m - tb : 2 * AMX_TB;
-		float *f = s->f;
-
-		memset(f, 0, sizeof(float) * 512);
-		for (g = 0; g < K / G; g++) {
-			unsigned int k, k1 = (g + 1) * G;
-
-			_tile_zero(0);
-			_tile_zero(2);
-			for (k = g * G; k < k1; k += ks) {
-				/* k within its 128-span: which half, which
-				 * line of the widened tile */
-				unsigned int kk = k % 128;
-				const int8_t *bt = b + (k / 128) * 2048 +
-					(kk >= 64) * 1024 + (kk % 64) / 4 * 64;
-
-				_tile_loadd(4, a0 + k, K);
-				_tile_loadd(5, a0 + (size_t)AMX_TB * K + k, K);
-				_tile_loadd(6, bt, 64);
-				_tile_dpbssd(0, 4, 6);
-				_tile_dpbssd(2, 5, 6);
-			}
-			_tile_stored(0, s->c, 64);
-			_tile_stored(2, s->c + 256, 64);
-			amx_acc_scaled(f, s->c, mat->scales +
-				       (size_t)g * a->N + nb * 16);
-			amx_acc_scaled(f + 256, s->c + 256, mat->scales +
-				       (size_t)g * a->N + nb * 16);
-		}
-		for (i = 0; i < cnt; i++)
-			for (n = 0; n < 16; n++)
-				res[(tb + i) * 16 + n] = f[i * 16 + n] *
-							 s->xs[tb + i];
-	}
-}
-
 static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 {
 	struct kern_geom geom = { a->K, a->N, 0, 128 };
-	const uint8_t *rows[KERN_MAX_M];
-	unsigned int K = a->K, nb, i;
+	unsigned int K = a->K, G = a->group;
+	unsigned int ks = G < KERN_TILE_K_INT8 ? G : KERN_TILE_K_INT8;
+	unsigned int nkb = K / KERN_TILE_K_INT8, nt = K / KERN_TILE_K_INT4;
+	unsigned int mp = amx_mpad(a->m), nb, tb, g, i, t, k;
 	struct amx_scratch s;
-	float *g, *u;
+	float *fg, *fu;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
-	g = s.g;
-	u = s.u;
-	for (i = 0; i < a->m; i++) {
-		rows[i] = a->act + a->act_rows[i] * a->act_stride;
-		s.xs[i] = amx_act_scale(rows[i], K);
-	}
-	amx_gather(s.a, K, a->m, rows);
-	amx_config(a->group < 64 ? a->group : 64,
-		   a->group < 64 ? a->group / 4 : 16);
+	amx_gu_gather(a, &s, K, 1);
+	/* f: gate sums [32][16] then up sums [32][16] */
+	fg = s.f;
+	fu = s.f + 2 * AMX_TB * 16;
+	amx_config(ks, ks / 4);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
-		amx_i4_matrix(a, a->gate, nb, &s, g);
-		amx_i4_matrix(a, a->up, nb, &s, u);
-		amx_gu_store(a, nb, 0, a->m, g, u);
+		const uint8_t *gt = a->gate->tiles + (size_t)nb * nt * AMX_TILE;
+		const uint8_t *ut = a->up->tiles + (size_t)nb * nt * AMX_TILE;
+		int8_t *bg = s.b4, *bu = s.b4 + (size_t)nt * 2 * AMX_TILE;
+
+		for (t = 0; t < nt; t++) {
+			amx_widen_i4(gt + (size_t)t * AMX_TILE,
+				     bg + (size_t)t * 2 * AMX_TILE);
+			amx_widen_i4(ut + (size_t)t * AMX_TILE,
+				     bu + (size_t)t * 2 * AMX_TILE);
+		}
+		AMX_BARRIER();
+		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
+			unsigned int cnt = amx_cnt(a->m, tb);
+			int two = cnt > AMX_TB;
+
+			amx_zero_f(s.f, 2 * AMX_TB);
+			for (g = 0; g < K / G; g++) {
+				_tile_zero(0);
+				_tile_zero(1);
+				_tile_zero(2);
+				_tile_zero(3);
+				for (k = g * G; k < (g + 1) * G; k += ks) {
+					const uint8_t *a0 = amx_atile(&s, nkb,
+						tb, k / KERN_TILE_K_INT8) +
+						k % KERN_TILE_K_INT8;
+
+					if (tb == 0 &&
+					    k % KERN_TILE_K_INT4 == 0) {
+						/* the next row block's tile */
+						size_t o = (size_t)(nt + k /
+							KERN_TILE_K_INT4) *
+							AMX_TILE;
+
+						amx_pf_tile(gt + o);
+						amx_pf_tile(ut + o);
+					}
+					_tile_loadd(4, a0, AMX_LINE);
+					_tile_loadd(6, amx_b4(bg, k), AMX_LINE);
+					_tile_loadd(7, amx_b4(bu, k), AMX_LINE);
+					_tile_dpbssd(0, 4, 6);
+					_tile_dpbssd(1, 4, 7);
+					if (!two)
+						continue;
+					_tile_loadd(5, a0 + (size_t)nkb *
+						    AMX_TILE, AMX_LINE);
+					_tile_dpbssd(2, 5, 6);
+					_tile_dpbssd(3, 5, 7);
+				}
+				if (g)
+					amx_gu_acc_q4(a, fg, fu,
+						      amx_cbuf(&s, g - 1), nb,
+						      g - 1, cnt);
+				amx_store_c4(amx_cbuf(&s, g));
+			}
+			amx_gu_acc_q4(a, fg, fu, amx_cbuf(&s, g - 1), nb,
+				      g - 1, cnt);
+			for (i = 0; i < cnt; i++) {
+				__m512 xs = _mm512_set1_ps(s.xs[tb + i]);
+				__m512 gv = _mm512_mul_ps(_mm512_loadu_ps(fg +
+							  i * 16), xs);
+				__m512 uv = _mm512_mul_ps(_mm512_loadu_ps(fu +
+							  i * 16), xs);
+
+				_mm512_storeu_ps(amx_out(a, nb, tb + i),
+						 kern_silu_mul_avx512(gv, uv));
+			}
+		}
 	}
 	_tile_release();
 }
 
-/* ---- down --------------------------------------------------------------------
- * Per output block of 16 columns and pair of token blocks: the K chunks in
- * order; INT8/INT4 flush C per chunk with the chunk's activation scale,
- * BF16 keeps accumulating in C. Then y += w * (sum * row scale).
+/* ---- down ----------------------------------------------------------------
+ * Per pair of output blocks of 16 columns (C0 = A4.B6, C1 = A4.B7 for the
+ * first token block, C2, C3 for the second) and pair of token blocks: the
+ * K chunks in order; INT8/INT4 flush C per chunk with the chunk's
+ * activation scale into f32 sums, BF16 keeps accumulating in C. Then
+ * y += w * (sum * row scale). The pair's tiles of all chunks (2 x K x 16
+ * bytes for INT8) stay in L1 while the token blocks pass over them; the
+ * next pair's are prefetched during the first pass (they follow in each
+ * chunk: down is k-chunk-major).
  */
 
-/* Gather the m rows of nc chunk rows (crow bytes, first kb payload). */
+/*
+ * A whole pair of token blocks is loaded straight from the prepared rows
+ * (they are act_stride apart, a uniform tile stride); only a last,
+ * partial pair is gathered into the scratch (block pair 0), zero-padded,
+ * so that no load reads past the caller's rows. @crow: bytes of one chunk
+ * row, the first @kb its payload; @scales: read the chunks' activation
+ * scales of every token into xs[i * nc + c].
+ */
 static void amx_down_gather(const struct kern_down_args *a, unsigned int nc,
 			    size_t crow, size_t kb, int scales,
 			    struct amx_scratch *s)
 {
-	unsigned int i, c, mp = amx_mpad(a->m);
-	size_t ld = (size_t)nc * kb;
+	unsigned int i, c, j, nkb = (unsigned int)(nc * kb / AMX_LINE);
+	unsigned int pc = (unsigned int)(kb / AMX_LINE);
+	unsigned int full = a->m / (2 * AMX_TB) * (2 * AMX_TB);
 
-	for (i = 0; i < a->m; i++)
+	for (i = 0; scales && i < a->m; i++)
+		for (c = 0; c < nc; c++)
+			s->xs[i * nc + c] = amx_act_scale(a->act +
+				i * a->act_stride + c * crow, a->kc);
+	if (full == a->m)
+		return;
+	for (i = full; i < a->m; i++) {
+		uint8_t *d = s->a + (size_t)((i - full) / AMX_TB) * nkb *
+			     AMX_TILE + ((i - full) % AMX_TB) * AMX_LINE;
+
 		for (c = 0; c < nc; c++) {
 			const uint8_t *r = a->act + i * a->act_stride +
 					   c * crow;
 
-			memcpy(s->a + i * ld + c * kb, r, kb);
-			if (scales)
-				s->xs[i * nc + c] = amx_act_scale(r, a->kc);
+			for (j = 0; j < pc; j++)
+				_mm512_storeu_si512((void *)(d + (size_t)
+					(c * pc + j) * AMX_TILE),
+					_mm512_loadu_si512((const void *)
+						(r + j * AMX_LINE)));
 		}
-	memset(s->a + (size_t)a->m * ld, 0, (size_t)(mp - a->m) * ld);
-	AMX_BARRIER();
+	}
+	amx_pad_rows(s, nkb, a->m - full);
 }
 
-static void amx_down_out(const struct kern_down_args *a, unsigned int nb,
-			 unsigned int tb, unsigned int cnt, const float *f,
-			 const float *rscale)
+/*
+ * The A rows of a down pass: @p the first token block's tile at the
+ * current K step, @ld the row stride, @step bytes to the next K step
+ * (64 bytes of K), @next bytes to the second token block.
+ */
+struct amx_arows {
+	const uint8_t *p;
+	size_t ld, step, next;
+};
+
+/* A of token pair @tb at payload byte @kb of chunk @c (see above). */
+static inline struct amx_arows amx_down_a(const struct kern_down_args *a,
+					  const struct amx_scratch *s,
+					  unsigned int nkb, unsigned int nc,
+					  size_t crow, unsigned int tb,
+					  unsigned int c, unsigned int kb)
 {
-	unsigned int i, n;
+	struct amx_arows r;
+	unsigned int pc = nkb / nc;
+
+	if (tb + 2 * AMX_TB <= a->m) {
+		r.p = a->act + tb * a->act_stride + c * crow + kb;
+		r.ld = a->act_stride;
+		r.step = AMX_LINE;
+		r.next = AMX_TB * a->act_stride;
+	} else {
+		r.p = s->a + (size_t)(c * pc + kb / AMX_LINE) * AMX_TILE +
+		      kb % AMX_LINE;
+		r.ld = AMX_LINE;
+		r.step = AMX_TILE;
+		r.next = (size_t)nkb * AMX_TILE;
+	}
+	return r;
+}
+
+/* y[y_rows[tb + i]][nb*16 ..] += w * (f[i] * rscale) for @nn (1 or 2)
+ * blocks of 16 columns, f rows 32 floats apart. */
+static void amx_down_out(const struct kern_down_args *a, unsigned int nb,
+			 unsigned int nn, unsigned int tb, unsigned int cnt,
+			 const float *f, const float *rscale)
+{
+	unsigned int i, h;
 
 	for (i = 0; i < cnt; i++) {
 		float *y = a->y + a->y_rows[tb + i] * a->y_stride + nb * 16;
-		float w = a->w[tb + i];
+		__m512 w = _mm512_set1_ps(a->w[tb + i]);
 
-		for (n = 0; n < 16; n++)
-			y[n] += w * (rscale ? f[i * 16 + n] * rscale[n] :
-				     f[i * 16 + n]);
+		for (h = 0; h < nn; h++) {
+			__m512 v = _mm512_loadu_ps(f + i * 32 + h * 16);
+
+			if (rscale)
+				v = _mm512_mul_ps(v, _mm512_loadu_ps(rscale +
+								     h * 16));
+			_mm512_storeu_ps(y + h * 16, _mm512_fmadd_ps(w, v,
+					 _mm512_loadu_ps(y + h * 16)));
+		}
+	}
+}
+
+/*
+ * One chunk (or group) of a down pass: @nk K steps of A at @ar, B of the
+ * first column block at @b0 and of the second at @b1 (NULL: only one),
+ * @bs bytes per step; @pf: tiles to prefetch, two per step.
+ */
+static inline void amx_down_tiles(const struct amx_arows *ar,
+				  const uint8_t *b0, const uint8_t *b1,
+				  size_t bs, unsigned int nk, int two,
+				  const uint8_t *pf, int bf16, int zero)
+{
+	unsigned int k;
+
+	if (zero) {
+		_tile_zero(0);
+		_tile_zero(1);
+		_tile_zero(2);
+		_tile_zero(3);
+	}
+	for (k = 0; k < nk; k++) {
+		const uint8_t *ap = ar->p + k * ar->step;
+
+		if (pf) {
+			amx_pf_tile(pf + (size_t)2 * k * AMX_TILE);
+			amx_pf_tile(pf + (size_t)(2 * k + 1) * AMX_TILE);
+		}
+		_tile_loadd(4, ap, ar->ld);
+		_tile_loadd(6, b0 + k * bs, AMX_LINE);
+		if (bf16)
+			_tile_dpbf16ps(0, 4, 6);
+		else
+			_tile_dpbssd(0, 4, 6);
+		if (b1) {
+			_tile_loadd(7, b1 + k * bs, AMX_LINE);
+			if (bf16)
+				_tile_dpbf16ps(1, 4, 7);
+			else
+				_tile_dpbssd(1, 4, 7);
+		}
+		if (!two)
+			continue;
+		_tile_loadd(5, ap + ar->next, ar->ld);
+		if (bf16)
+			_tile_dpbf16ps(2, 5, 6);
+		else
+			_tile_dpbssd(2, 5, 6);
+		if (b1) {
+			if (bf16)
+				_tile_dpbf16ps(3, 5, 7);
+			else
+				_tile_dpbssd(3, 5, 7);
+		}
+	}
+}
+
+/*
+ * f[i][h*16 ..] += (float)C[i][..] * sc(i) for the stored C tiles of a
+ * down pass: @nn column blocks, @cnt tokens; the scale vector of row i is
+ * xs[i * xstride] broadcast (@xs non-NULL) or @vs[h] (per column).
+ */
+static inline void amx_down_acc(float *f, const int32_t *c, unsigned int nn,
+				unsigned int cnt, const float *xs,
+				unsigned int xstride, const float *const *vs)
+{
+	unsigned int i, h;
+
+	for (i = 0; i < cnt; i++) {
+		const int32_t *cr = c + (i / AMX_TB) * 2 * AMX_CW +
+				    (i % AMX_TB) * 16;
+
+		for (h = 0; h < nn; h++) {
+			__m512 v = _mm512_cvtepi32_ps(_mm512_loadu_si512(
+					(const void *)(cr + h * AMX_CW)));
+			__m512 sc = xs ? _mm512_set1_ps(xs[i * xstride]) :
+					 _mm512_loadu_ps(vs[h]);
+			float *fp = f + i * 32 + h * 16;
+
+			_mm512_storeu_ps(fp, _mm512_fmadd_ps(v, sc,
+					 _mm512_loadu_ps(fp)));
+		}
 	}
 }
 
@@ -420,171 +732,228 @@ static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 {
 	struct kern_geom geom = { a->N, a->K, 0, a->kc };
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
-	unsigned int P = a->kc / 64, NB = a->N / 16, mp = amx_mpad(a->m);
-	size_t ld = (size_t)nc * a->kc;
-	unsigned int nb, tb, c, kin, i, n;
+	unsigned int P = a->kc / KERN_TILE_K_INT8, NB = a->N / 16;
+	unsigned int nkb = nc * P, mp = amx_mpad(a->m);
+	size_t crow = kern_act_row_bytes_int8_avx512(a->kc, 0);
+	unsigned int nb, tb, c;
 	struct amx_scratch s;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
-	amx_down_gather(a, nc, kern_act_row_bytes_int8_avx512(a->kc, 0),
-			a->kc, 1, &s);
-	amx_config(64, 16);
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++)
-		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
-			unsigned int cnt = a->m - tb < 2 * AMX_TB ?
-					   a->m - tb : 2 * AMX_TB;
+	amx_down_gather(a, nc, crow, a->kc, 1, &s);
+	amx_config(AMX_LINE, 16);
+	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
+		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
 
-			memset(s.f, 0, sizeof(float) * 512);
+		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
+			unsigned int cnt = amx_cnt(a->m, tb);
+
+			amx_zero_f(s.f, 2 * AMX_TB);
 			for (c = 0; c < nc; c++) {
 				const uint8_t *bt = a->down->tiles +
 					((size_t)(c0 + c) * NB * P +
-					 (size_t)nb * P) * 1024;
-				const uint8_t *a0 = s.a + (size_t)tb * ld +
-						    (size_t)c * a->kc;
+					 (size_t)nb * P) * AMX_TILE;
 
-				_tile_zero(0);
-				_tile_zero(2);
-				for (kin = 0; kin < P; kin++) {
-					_tile_loadd(4, a0 + kin * 64, ld);
-					_tile_loadd(5, a0 + AMX_TB * ld +
-						    kin * 64, ld);
-					_tile_loadd(6, bt + kin * 1024, 64);
-					_tile_dpbssd(0, 4, 6);
-					_tile_dpbssd(2, 5, 6);
-				}
-				_tile_stored(0, s.c, 64);
-				_tile_stored(2, s.c + 256, 64);
-				for (i = 0; i < 2 * AMX_TB; i++) {
-					float xs = tb + i < a->m ?
-						s.xs[(tb + i) * nc + c] : 0;
+				struct amx_arows ar = amx_down_a(a, &s, nkb,
+					nc, crow, tb, c, 0);
 
-					for (n = 0; n < 16; n++)
-						s.f[i * 16 + n] += (float)
-							s.c[i * 16 + n] * xs;
-				}
+				amx_down_tiles(&ar, bt, nn > 1 ? bt + P *
+					       AMX_TILE : NULL, AMX_TILE, P,
+					       cnt > AMX_TB,
+					       tb ? NULL : bt + 2 * P *
+					       AMX_TILE, 0, 1);
+				/* chunk c - 1 while chunk c's TDPs run */
+				if (c)
+					amx_down_acc(s.f, amx_cbuf(&s, c - 1),
+						     nn, cnt,
+						     s.xs + tb * nc + c - 1,
+						     nc, NULL);
+				amx_store_c4(amx_cbuf(&s, c));
 			}
-			amx_down_out(a, nb, tb, cnt, s.f,
+			amx_down_acc(s.f, amx_cbuf(&s, nc - 1), nn, cnt,
+				     s.xs + tb * nc + nc - 1, nc, NULL);
+			amx_down_out(a, nb, nn, tb, cnt, s.f,
 				     a->down->scales + nb * 16);
 		}
+	}
 	_tile_release();
+}
+
+/*
+ * INT4 down, group @q (of the pass's nc * kc / G, chunk-major) finished:
+ * its C (at @cb) times the group scales into f2; the chunk's last group
+ * also moves f2 times the chunk's activation scale into f.
+ */
+static inline void amx_down_fin_q4(const struct kern_down_args *a,
+				   struct amx_scratch *s, const int32_t *cb,
+				   unsigned int q, unsigned int nb,
+				   unsigned int nn, unsigned int tb,
+				   unsigned int cnt, unsigned int nc)
+{
+	unsigned int G = a->group, ng = a->kc / G, c = q / ng, g = q % ng;
+	unsigned int c0 = a->k0 / a->kc, i, h;
+	const float *sc[2];
+
+	for (h = 0; h < nn; h++)
+		sc[h] = a->down->scales + (size_t)((c0 + c) * ng + g) * a->N +
+			(nb + h) * 16;
+	amx_down_acc(s->f2, cb, nn, cnt, NULL, 0, sc);
+	if (g + 1 < ng)
+		return;
+	for (i = 0; i < cnt; i++) {
+		__m512 xs = _mm512_set1_ps(s->xs[(tb + i) * nc + c]);
+
+		for (h = 0; h < nn; h++) {
+			float *fp = s->f + i * 32 + h * 16;
+			float *f2 = s->f2 + i * 32 + h * 16;
+
+			_mm512_storeu_ps(fp, _mm512_fmadd_ps(
+				_mm512_loadu_ps(f2), xs, _mm512_loadu_ps(fp)));
+			_mm512_storeu_ps(f2, _mm512_setzero_ps());
+		}
+	}
 }
 
 static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 {
 	struct kern_geom geom = { a->N, a->K, 0, a->kc };
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
-	unsigned int G = a->group, ks = G < 64 ? G : 64;
-	unsigned int P = a->kc / 128, NB = a->N / 16, mp = amx_mpad(a->m);
-	size_t ld = (size_t)nc * a->kc;
-	unsigned int nb, tb, c, g, k, i, n, t;
+	unsigned int G = a->group, ng = a->kc / G;
+	unsigned int ks = G < KERN_TILE_K_INT8 ? G : KERN_TILE_K_INT8;
+	unsigned int P = a->kc / KERN_TILE_K_INT4, NB = a->N / 16;
+	unsigned int nkb = nc * a->kc / KERN_TILE_K_INT8, mp = amx_mpad(a->m);
+	size_t crow = kern_act_row_bytes_int4_avx512(a->kc, G);
+	unsigned int nb, tb, c, q, h, t, i;
 	struct amx_scratch s;
-	float *cacc;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
-	amx_down_gather(a, nc, kern_act_row_bytes_int4_avx512(a->kc, G),
-			a->kc, 1, &s);
-	cacc = s.g;	/* [32][16] per-chunk sums */
+	amx_down_gather(a, nc, crow, a->kc, 1, &s);
 	amx_config(ks, ks / 4);
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++)
-		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
-			unsigned int cnt = a->m - tb < 2 * AMX_TB ?
-					   a->m - tb : 2 * AMX_TB;
+	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
+		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
+		/* widened: [nn][nc * P tiles] of two s8 tiles each */
+		size_t wb = (size_t)nc * P * 2 * AMX_TILE;
 
-			memset(s.f, 0, sizeof(float) * 512);
-			for (c = 0; c < nc; c++) {
-				const uint8_t *bt = a->down->tiles +
-					((size_t)(c0 + c) * NB * P +
-					 (size_t)nb * P) * 1024;
-				const uint8_t *a0 = s.a + (size_t)tb * ld +
-						    (size_t)c * a->kc;
-
+		for (h = 0; h < nn; h++)
+			for (c = 0; c < nc; c++)
 				for (t = 0; t < P; t++)
-					amx_widen_i4(bt + t * 1024,
-						     s.b4 + t * 2048,
-						     s.b4 + t * 2048 + 1024);
-				memset(cacc, 0, sizeof(float) * 512);
-				for (g = 0; g < a->kc / G; g++) {
-					const float *sc = a->down->scales +
-						(size_t)((c0 + c) * a->kc / G +
-							 g) * a->N + nb * 16;
+					amx_widen_i4(a->down->tiles +
+						((size_t)(c0 + c) * NB * P +
+						 (size_t)(nb + h) * P + t) *
+						AMX_TILE, s.b4 + h * wb +
+						(size_t)(c * P + t) * 2 *
+						AMX_TILE);
+		AMX_BARRIER();
+		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
+			unsigned int cnt = amx_cnt(a->m, tb);
 
-					_tile_zero(0);
-					_tile_zero(2);
-					for (k = g * G; k < (g + 1) * G;
-					     k += ks) {
-						unsigned int kk = k % 128;
-						const int8_t *b = s.b4 +
-							(k / 128) * 2048 +
-							(kk >= 64) * 1024 +
-							(kk % 64) / 4 * 64;
+			amx_zero_f(s.f, 2 * AMX_TB);
+			amx_zero_f(s.f2, 2 * AMX_TB);
+			for (q = 0; q < nc * ng; q++) {
+				/* K offset of group q in the pass's chunks,
+				 * and within its chunk */
+				unsigned int k = q * G, kk = k % a->kc;
+				const int8_t *b0 = s.b4 + (size_t)(k / a->kc) *
+						   P * 2 * AMX_TILE;
 
-						_tile_loadd(4, a0 + k, ld);
-						_tile_loadd(5, a0 + AMX_TB *
-							    ld + k, ld);
-						_tile_loadd(6, b, 64);
-						_tile_dpbssd(0, 4, 6);
-						_tile_dpbssd(2, 5, 6);
-					}
-					_tile_stored(0, s.c, 64);
-					_tile_stored(2, s.c + 256, 64);
-					amx_acc_scaled(cacc, s.c, sc);
-					amx_acc_scaled(cacc + 256, s.c + 256,
-						       sc);
+				c = k / a->kc;
+				if (tb == 0 && kk == 0)
+					/* the next pair's tiles of chunk c */
+					for (t = 0; t < 2 * P; t++)
+						amx_pf_tile(a->down->tiles +
+							((size_t)(c0 + c) * NB *
+							 P + (size_t)(nb + 2) *
+							 P + t) * AMX_TILE);
+				_tile_zero(0);
+				_tile_zero(1);
+				_tile_zero(2);
+				_tile_zero(3);
+				for (i = 0; i < G / ks; i++) {
+					struct amx_arows ar = amx_down_a(a,
+						&s, nkb, nc, crow, tb, c,
+						kk + i * ks);
+
+					amx_down_tiles(&ar, (const uint8_t *)
+						amx_b4(b0, kk + i * ks),
+						nn > 1 ? (const uint8_t *)
+						amx_b4(b0 + wb, kk + i * ks) :
+						NULL, 0, 1, cnt > AMX_TB,
+						NULL, 0, 0);
 				}
-				for (i = 0; i < 2 * AMX_TB; i++) {
-					float xs = tb + i < a->m ?
-						s.xs[(tb + i) * nc + c] : 0;
-
-					for (n = 0; n < 16; n++)
-						s.f[i * 16 + n] +=
-							cacc[i * 16 + n] * xs;
-				}
+				if (q)
+					amx_down_fin_q4(a, &s,
+							amx_cbuf(&s, q - 1),
+							q - 1, nb, nn, tb, cnt,
+							nc);
+				amx_store_c4(amx_cbuf(&s, q));
 			}
-			amx_down_out(a, nb, tb, cnt, s.f, NULL);
+			amx_down_fin_q4(a, &s, amx_cbuf(&s, q - 1), q - 1, nb,
+					nn, tb, cnt, nc);
+			amx_down_out(a, nb, nn, tb, cnt, s.f, NULL);
 		}
+	}
 	_tile_release();
+}
+
+/* C of a BF16 down pass (f32, at @cb) as rows of 32, then into y. */
+static inline void amx_down_fin_bf16(const struct kern_down_args *a,
+				     struct amx_scratch *s,
+				     const int32_t *cb, unsigned int nb,
+				     unsigned int nn, unsigned int tb,
+				     unsigned int cnt)
+{
+	unsigned int i, h;
+
+	for (i = 0; i < cnt; i++)
+		for (h = 0; h < nn; h++)
+			_mm512_storeu_ps(s->f + i * 32 + h * 16,
+				_mm512_loadu_ps((const float *)cb +
+					(i / AMX_TB) * 2 * AMX_CW +
+					h * AMX_CW + (i % AMX_TB) * 16));
+	amx_down_out(a, nb, nn, tb, cnt, s->f, NULL);
 }
 
 static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 {
 	struct kern_geom geom = { a->N, a->K, 0, a->kc };
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
-	unsigned int P = a->kc / 32, NB = a->N / 16, mp = amx_mpad(a->m);
-	size_t ld = (size_t)nc * a->kc * 2;
-	unsigned int nb, tb, c, kin;
+	unsigned int P = a->kc / KERN_TILE_K_BF16, NB = a->N / 16;
+	unsigned int nkb = nc * P, mp = amx_mpad(a->m);
+	unsigned int nb, tb, c, n = 0, pnb = 0, ptb = 0, pnn = 0;
 	struct amx_scratch s;
-	float *f;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
 	amx_down_gather(a, nc, (size_t)a->kc * 2, (size_t)a->kc * 2, 0, &s);
-	f = (float *)s.c;
-	amx_config(64, 16);
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++)
-		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
-			unsigned int cnt = a->m - tb < 2 * AMX_TB ?
-					   a->m - tb : 2 * AMX_TB;
+	amx_config(AMX_LINE, 16);
+	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
+		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
 
-			_tile_zero(0);
-			_tile_zero(2);
+		for (tb = 0; tb < mp; tb += 2 * AMX_TB, n++) {
 			for (c = 0; c < nc; c++) {
 				const uint8_t *bt = a->down->tiles +
 					((size_t)(c0 + c) * NB * P +
-					 (size_t)nb * P) * 1024;
-				const uint8_t *a0 = s.a + (size_t)tb * ld +
-						    (size_t)c * a->kc * 2;
+					 (size_t)nb * P) * AMX_TILE;
 
-				for (kin = 0; kin < P; kin++) {
-					_tile_loadd(4, a0 + kin * 64, ld);
-					_tile_loadd(5, a0 + AMX_TB * ld +
-						    kin * 64, ld);
-					_tile_loadd(6, bt + kin * 1024, 64);
-					_tile_dpbf16ps(0, 4, 6);
-					_tile_dpbf16ps(2, 5, 6);
-				}
+				struct amx_arows ar = amx_down_a(a, &s, nkb,
+					nc, (size_t)a->kc * 2, tb, c, 0);
+
+				amx_down_tiles(&ar, bt, nn > 1 ? bt + P *
+					       AMX_TILE : NULL, AMX_TILE, P,
+					       amx_cnt(a->m, tb) > AMX_TB,
+					       tb ? NULL : bt + 2 * P *
+					       AMX_TILE, 1, c == 0);
 			}
-			_tile_stored(0, f, 64);
-			_tile_stored(2, f + 256, 64);
-			amx_down_out(a, nb, tb, cnt, f, NULL);
+			/* the previous pass while this one's TDPs run */
+			if (n)
+				amx_down_fin_bf16(a, &s, amx_cbuf(&s, n - 1),
+						  pnb, pnn, ptb,
+						  amx_cnt(a->m, ptb));
+			amx_store_c4(amx_cbuf(&s, n));
+			pnb = nb;
+			pnn = nn;
+			ptb = tb;
 		}
+	}
+	amx_down_fin_bf16(a, &s, amx_cbuf(&s, n - 1), pnb, pnn, ptb,
+			  amx_cnt(a->m, ptb));
 	_tile_release();
 }

@@ -83,9 +83,14 @@ void kern_silu_mul_f32_avxvnni_evex(float *out, const float *g,
 
 /*
  * Tokens per expert from which the AMX variant runs its tile kernels
- * instead of the AVX-512 ones (reasoning: Documentation/kernels.md).
+ * instead of the AVX-512 ones, per quantization: where the tiles were
+ * measured to overtake AVX-512 (the table in Documentation/simd.md,
+ * scripts/amx-cross.sh). INT4 needs more tokens: its tiles are widened
+ * from nibbles and flushed per group before the TDPs pay off.
  */
-#define KERN_AMX_MIN_M	16
+#define KERN_AMX_MIN_M_INT8	4
+#define KERN_AMX_MIN_M_INT4	10
+#define KERN_AMX_MIN_M_BF16	2
 
 /* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
 extern const struct kern_ops kern_ops_avxvnni_evex;
