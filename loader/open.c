@@ -17,6 +17,8 @@
 #include "kernels/pack.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
+#include "ktcore/cache.h"
+#include "loader/cache-open.h"
 #include "loader/error.h"
 #include "loader/ktw.h"
 #include "loader/mem.h"
@@ -332,6 +334,7 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	struct kt_model *m = NULL;
 	struct ldr_ktw *k = NULL;
 	uint8_t **blob_of = NULL;
+	bool cached = false;
 	uint64_t i;
 	int ret;
 
@@ -369,9 +372,10 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 		ret = -ENOMEM;
 		goto err;
 	}
+	cached = ldr_cache_wanted(k, opts);	/* read on demand */
 	if (k->hugetlbfs)
 		ret = load_map(ctx, k, opts, p, blob_of);
-	else
+	else if (!cached)
 		ret = load_read(ctx, k, opts, p, blob_of);
 	if (ret)
 		goto err;
@@ -399,6 +403,11 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	m->priv = p;
 	m->release = model_release;
 	p = NULL;
+	if (cached) {
+		ret = ldr_cache_attach(ctx, k, opts, m);
+		if (ret)
+			goto err;
+	}
 	ret = core_moe_reserve(ctx, m);
 	if (ret) {
 		ldr_err(ret, "%s: no kernels for %s on this context", path,
@@ -408,13 +417,15 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	core_log(ctx, KT_LOG_INFO, "%s: %u layers x %u experts, %llu MiB resident, %s",
 		 path, m->n_layers, m->n_experts,
 		 (unsigned long long)(m->resident_bytes >> 20),
-		 last_stats.mapped ? "mapped from hugetlbfs" : "read");
+		 last_stats.mapped ? "mapped from hugetlbfs" :
+		 cached ? "cached (read on demand)" : "read");
 	free(blob_of);
 	ldr_ktw_close(k);
 	*out = m;
 	return 0;
 err:
 	if (m && m->release) {
+		core_model_extras_free(m);
 		m->release(m);
 	} else if (m) {
 		free(m->layer_ids);
