@@ -781,7 +781,8 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	int ret = -ENOMEM;
 
 	if (d->budget < min) {
-		core_log(ctx, KT_LOG_ERROR,
+		/* the caller records it for kt_last_error() */
+		core_log(ctx, KT_LOG_DEBUG,
 			 "%s: budget %llu bytes is below the minimum %llu (one layer: %u experts of %llu bytes)",
 			 d->path, (unsigned long long)d->budget,
 			 (unsigned long long)min, m->n_experts,

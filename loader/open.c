@@ -303,8 +303,11 @@ static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
 	uint64_t i, t0 = core_now_ns();
 
 	p->map_len = k->st_size;
-	p->map = mmap(NULL, p->map_len, PROT_READ, MAP_SHARED | MAP_POPULATE,
-		      k->fd, 0);
+	/* KT_MODEL_F_MMAP on an ordinary file: faults read, nothing up front */
+	if (!k->hugetlbfs)
+		flags |= KT_MODEL_F_NO_VERIFY;
+	p->map = mmap(NULL, p->map_len, PROT_READ,
+		      MAP_SHARED | (k->hugetlbfs ? MAP_POPULATE : 0), k->fd, 0);
 	if (p->map == MAP_FAILED) {
 		p->map = NULL;
 		return ldr_err(-errno, "%s: mmap: %s", k->path, strerror(errno));
@@ -321,7 +324,7 @@ static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
 	last_stats.ns = core_now_ns() - t0;
 	last_stats.mapped = 1;
 	last_stats.verified = !(flags & KT_MODEL_F_NO_VERIFY);
-	last_stats.page_kb = 2048;
+	last_stats.page_kb = k->hugetlbfs ? 2048 : 4;
 	return 0;
 }
 
@@ -334,7 +337,7 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	struct kt_model *m = NULL;
 	struct ldr_ktw *k = NULL;
 	uint8_t **blob_of = NULL;
-	bool cached = false;
+	bool cached = false, mapped;
 	uint64_t i;
 	int ret;
 
@@ -372,8 +375,9 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 		ret = -ENOMEM;
 		goto err;
 	}
-	cached = ldr_cache_wanted(k, opts);	/* read on demand */
-	if (k->hugetlbfs)
+	mapped = k->hugetlbfs || (opts && (opts->flags & KT_MODEL_F_MMAP));
+	cached = !mapped && ldr_cache_wanted(k, opts);	/* read on demand */
+	if (mapped)
 		ret = load_map(ctx, k, opts, p, blob_of);
 	else if (!cached)
 		ret = load_read(ctx, k, opts, p, blob_of);

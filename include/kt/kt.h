@@ -362,6 +362,9 @@ struct kt_model_opts {
 #define KT_MODEL_F_NO_VERIFY	(1u << 0)	/* skip CRC32C checks */
 #define KT_MODEL_F_NO_URING	(1u << 1)	/* read with pread */
 #define KT_MODEL_F_NO_HUGEPAGE	(1u << 2)	/* plain 4 KiB pages */
+/* map the file and compute from its pages: page faults read the experts
+ * (the baseline of `kt bench --load mmap`); no checksums, no budget */
+#define KT_MODEL_F_MMAP		(1u << 3)
 
 /**
  * kt_model_open() - load a .ktw file (or map a staged copy on hugetlbfs).
