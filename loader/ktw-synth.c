@@ -150,6 +150,9 @@ KT_EXPORT int kt_ktw_write_synth(const struct kt_ktw_synth *o)
 		ldr_err(ret, "%s: %s", tmp, strerror(-ret));
 		goto out;
 	}
+	/* tens of GB written leave no page cache behind them: a benchmark
+	 * that follows starts cold, and other processes keep their memory */
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	close(fd);
 	fd = -1;
 	if (rename(tmp, o->path)) {

@@ -6,6 +6,7 @@
  * with uniform or zipf routing. Documentation/cache.md.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@ struct bc_cfg {
 	uint32_t threads;
 	uint64_t seed;
 	uint32_t top_k;
+	uint32_t hidden, inter, experts;	/* override the preset */
 };
 
 static const char *const usage_text =
@@ -53,7 +55,8 @@ static const char *const usage_text =
 "  -T, --tokens LIST  tokens per op (default 1,128: decode and prefill)\n"
 "  --seconds S        timed run per case (default 10)\n"
 "  --warmup S         untimed run first, to fill the cache (default 5)\n"
-"  --topk K           experts per token (default: the file's, else 8)\n";
+"  --topk K           experts per token (default: the file's, else 8)\n"
+"  --hidden H, --inter I, --experts E   override the preset when writing\n";
 
 bool bench_cache_wanted(int argc, char **argv)
 {
@@ -71,6 +74,7 @@ bool bench_cache_wanted(int argc, char **argv)
 enum {
 	O_WRITE = 300, O_MODEL, O_BUDGET, O_ROUTING, O_LOAD, O_PREFETCH,
 	O_POLICY, O_SECONDS, O_WARM, O_DISTINCT, O_LAYERS, O_SEED, O_TOPK,
+	O_HIDDEN, O_INTER, O_EXPERTS,
 };
 
 static const struct option bc_opts[] = {
@@ -91,6 +95,9 @@ static const struct option bc_opts[] = {
 	{ "threads", required_argument, NULL, 't' },
 	{ "seed", required_argument, NULL, O_SEED },
 	{ "topk", required_argument, NULL, O_TOPK },
+	{ "hidden", required_argument, NULL, O_HIDDEN },
+	{ "inter", required_argument, NULL, O_INTER },
+	{ "experts", required_argument, NULL, O_EXPERTS },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -187,6 +194,16 @@ static int bc_parse(int argc, char **argv, struct bc_cfg *c)
 			if (opt_u32(optarg, 1, KT_MOE_MAX_TOPK, &c->top_k))
 				goto bad;
 			break;
+		case O_HIDDEN:
+		case O_INTER:
+			if (opt_u32(optarg, 128, 1u << 20, opt == O_HIDDEN ?
+				    &c->hidden : &c->inter))
+				goto bad;
+			break;
+		case O_EXPERTS:
+			if (opt_u32(optarg, 1, 65536, &c->experts))
+				goto bad;
+			break;
 		case 'h':
 			printf(usage_text);
 			return 1;
@@ -232,7 +249,13 @@ static int write_model(const struct bc_cfg *c)
 	o.inter = p->inter;
 	o.n_experts = p->experts;
 	o.n_layers = c->layers ? c->layers : 4;
-	o.top_k = p->top_k;
+	o.top_k = c->top_k ? c->top_k : p->top_k;
+	if (c->hidden)
+		o.hidden = c->hidden;
+	if (c->inter)
+		o.inter = c->inter;
+	if (c->experts)
+		o.n_experts = c->experts;
 	o.seed = c->seed;
 	o.distinct = c->distinct;
 	if (isatty(2))
@@ -381,6 +404,16 @@ static int step(struct kt_ctx *ctx, struct kt_model *m, struct router *r,
 	return 0;
 }
 
+static void drop_cache(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+
+	if (fd >= 0) {
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		close(fd);
+	}
+}
+
 static int run_model(const struct bc_cfg *c)
 {
 	struct kt_ctx_opts co = { .sz = sizeof(co), .threads = c->threads };
@@ -412,6 +445,7 @@ static int run_model(const struct bc_cfg *c)
 	k = c->top_k ? c->top_k : ki.top_k ? ki.top_k : 8;
 	if (k > ki.n_experts)
 		k = ki.n_experts;
+	drop_cache(c->model);	/* both modes start cold */
 	ret = kt_ctx_create(&co, &ctx);
 	if (ret) {
 		fprintf(stderr, "kt bench: context: %s\n", strerror(-ret));
