@@ -114,8 +114,12 @@ static void io_done(void *arg, uint64_t tag, int res)
 		if (sl->err)
 			c->st.io_errors++;
 	}
-	if (!ur_slots_inflight(c->io))
-		c->st.io_ns += core_now_ns() - c->io_t0;
+	if (!ur_slots_inflight(c->io)) {
+		uint64_t now = core_now_ns();
+
+		c->st.io_ns += now - c->io_t0;
+		c->io_t0 = now;	/* pread: the next request starts here */
+	}
 }
 
 /* Point expert @ge at slot @s and queue its reads. */
