@@ -79,6 +79,7 @@ struct core_cache {
 
 void (*core_cache_fault)(uint32_t layer, uint32_t expert, uint8_t *dst,
 			 uint32_t len, int *res);
+uint64_t core_cache_not_ready;
 
 uint64_t core_cache_min_budget(const struct kt_model *m, uint64_t stride)
 {
@@ -442,6 +443,23 @@ static int64_t load_id(const struct kt_moe_args *a, size_t i)
 	return ((const int32_t *)a->ids)[i];
 }
 
+/*
+ * Every expert of the op is in a ready slot: what the executor is about
+ * to compute from (gate+up of the rest, down of all). Counted, for tests.
+ */
+static void check_ready(struct core_cache *c)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->n_need; i++) {
+		int32_t sx = c->slot_of[c->layer * c->E + c->need[i]];
+
+		if (sx < 0 || c->slots[sx].state != SLOT_READY)
+			__atomic_fetch_add(&core_cache_not_ready, 1,
+					   __ATOMIC_RELAXED);
+	}
+}
+
 int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 			const struct kt_moe_args *a, struct core_cache_op *op)
 {
@@ -545,6 +563,8 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 		if (!c->ready[c->need[i]])
 			op->ready = c->ready;
 	}
+	if (!op->ready)
+		check_ready(c);
 	if (c->prefetch_next && a->layer + 1 < c->L)
 		prefetch(c, a->layer + 1, c->picked,
 			 most_likely(c, a->layer + 1, c->prefetch_next));
@@ -567,6 +587,8 @@ int core_cache_op_wait(struct kt_ctx *ctx, const struct kt_model *m,
 	for (i = 0; i < c->n_need; i++)
 		c->need[i] -= c->layer * c->E;
 	op->ready = NULL;
+	if (!ret)
+		check_ready(c);
 	return ret;
 }
 

@@ -89,4 +89,10 @@ int core_cache_prefetch_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);
 extern void (*core_cache_fault)(uint32_t layer, uint32_t expert,
 				uint8_t *dst, uint32_t len, int *res);
 
+/*
+ * Experts an op was about to compute from a slot that was not ready
+ * (filling, unchecked, free): must stay 0; the tests read it.
+ */
+extern uint64_t core_cache_not_ready;
+
 #endif /* KT_CORE_CACHE_H */
