@@ -614,7 +614,7 @@ int core_cache_prefetch_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 
 	if (!m || m->ctx != ctx || a->layer >= m->n_layers ||
 	    n > m->n_experts || a->x || a->w || a->y || a->flags ||
-	    a->skip_mask)
+	    a->skip_mask || a->ids_dtype != KT_DTYPE_I32)
 		return -EINVAL;
 	for (i = 0; ids && i < n; i++)
 		if (ids[i] < 0 || (uint32_t)ids[i] >= m->n_experts)

@@ -483,9 +483,6 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 		const struct moe_group *g = &n->groups[t / n->n_rb];
 		const struct core_expert *ex = &j->experts[g->expert];
 		unsigned int r0 = (t % n->n_rb) * n->rb;	/* in slice */
-
-		if (j->ready && !j->ready[g->expert] != j->second_pass)
-			continue;
 		unsigned int c = r0 / j->kc;
 		struct kern_gate_up_args ga = {
 			.gate = &ex->gate, .up = &ex->up, .N = j->I, .K = j->H,
@@ -498,6 +495,10 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 		};
 		uint32_t *done = &n->done[(t / n->n_rb) * nch + c];
 
+		/* the first pass takes the resident experts, the second
+		 * the ones that were being read */
+		if (j->ready && !j->ready[g->expert] != j->second_pass)
+			continue;
 		if (j->qo->gate_up_many && g->m >= j->qo->many_min_m)
 			j->qo->gate_up_many(&ga);
 		else
