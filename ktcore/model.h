@@ -33,6 +33,11 @@ struct kt_model {
 	uint64_t resident_bytes;
 	int32_t *layer_ids;	/* [n_layers] checkpoint layer numbers */
 	struct core_expert *experts;	/* [n_layers * n_experts] */
+	/* routing counters [n_layers * n_experts] (ktcore/stats.c) */
+	uint64_t *route;
+	/* expert slots of a model larger than its budget (ktcore/cache.c);
+	 * NULL: every present expert is resident */
+	struct core_cache *cache;
 	/* whoever built the model frees its memory here */
 	void (*release)(struct kt_model *m);
 	void *priv;

@@ -11,6 +11,7 @@
 #include "kernels/fp.h"
 #include "kernels/kern.h"
 #include "kernels/pack.h"
+#include "ktcore/cache.h"
 #include "ktcore/core.h"
 #include "ktcore/mem.h"
 #include "ktcore/model.h"
@@ -110,6 +111,10 @@ struct moe_job {
 	unsigned int H, I, E, k, kc, group;
 	unsigned int t0, tc;	/* the chunk's tokens */
 	size_t xrb, crb;
+	/* expert cache: experts still being read are left to a second
+	 * gate+up pass (ready NULL: one pass) */
+	const uint8_t *ready;
+	bool second_pass;
 };
 
 static size_t align_up(size_t v, size_t a)
@@ -299,6 +304,7 @@ static int reserve_fn(struct kt_ctx *ctx, void *p)
 int core_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 {
 	struct reserve_arg ra = { .m = m };
+	int ret;
 
 	if (!ctx || !m)
 		return -EINVAL;
@@ -308,7 +314,11 @@ int core_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 			 kt_quant_name(m->quant), kt_isa_name(kt_ctx_isa(ctx)));
 		return -EINVAL;
 	}
-	return core_ctx_exec(ctx, reserve_fn, &ra);
+	ret = core_ctx_exec(ctx, reserve_fn, &ra);
+	/* last: a model that failed here holds no counters */
+	if (!ret)
+		ret = core_stats_reserve(m);
+	return ret;
 }
 
 /* ---- phase 1: prepare activations, route --------------------------------- */
@@ -486,6 +496,10 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 		};
 		uint32_t *done = &n->done[(t / n->n_rb) * nch + c];
 
+		/* the first pass takes the resident experts, the second
+		 * the ones that were being read */
+		if (j->ready && !j->ready[g->expert] != j->second_pass)
+			continue;
 		if (j->qo->gate_up_many && g->m >= j->qo->many_min_m)
 			j->qo->gate_up_many(&ga);
 		else
@@ -651,6 +665,7 @@ int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	const struct kt_model *m = sqe->model;
 	const struct kt_moe_args *a = &sqe->moe;
 	struct moe_priv *priv = core_ctx_priv(ctx);
+	struct core_cache_op cop = { 0 };
 	struct moe_dims need;
 	struct moe_job j;
 	unsigned int i, chunk;
@@ -672,6 +687,10 @@ int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 		kern_node_slice(m->inter, m->down_chunk, priv->n_nodes, i,
 				&priv->nodes[i]->i0, &priv->nodes[i]->i1);
 	}
+	/* routing counters; with a cache, reads of the missing experts */
+	ret = core_cache_op_begin(ctx, m, a, &cop);
+	if (ret)
+		goto out;
 	j.ctx = ctx;
 	j.m = m;
 	j.args = a;
@@ -701,12 +720,26 @@ int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 			prepare_inline(&j);
 		else
 			core_ctx_run(ctx, phase_prepare, &j);
+		if (cop.ready) {
+			/* resident experts compute while the others are read */
+			j.ready = cop.ready;
+			core_ctx_run(ctx, phase_gate_up, &j);
+			ret = core_cache_op_wait(ctx, m, &cop);
+			if (ret)
+				break;
+			for (i = 0; i < priv->n_nodes; i++)
+				priv->nodes[i]->next_gu = 0;
+			j.second_pass = true;
+		}
 		core_ctx_run(ctx, phase_gate_up, &j);
+		j.ready = NULL;
 		core_ctx_run(ctx, phase_down, &j);
 		if (priv->n_nodes > 1)
 			core_ctx_run(ctx, phase_reduce, &j);
 	}
-	return 0;
+out:
+	core_cache_op_end(m, &cop, a->tokens);
+	return ret;
 
 unreserved:
 	core_log(ctx, KT_LOG_ERROR,

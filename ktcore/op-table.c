@@ -6,6 +6,7 @@
 #include <errno.h>
 
 #include "kernels/kern.h"
+#include "ktcore/cache.h"
 #include "ktcore/core.h"
 #include "ktcore/moe.h"
 
@@ -20,6 +21,7 @@ KT_EXPORT int kt_ctx_create(const struct kt_ctx_opts *opts,
 	static const core_op_fn handlers[KT_OP_COUNT] = {
 		[KT_OP_NOP] = NULL,	/* core answers NOP itself */
 		[KT_OP_MOE] = core_moe_op,
+		[KT_OP_PREFETCH] = core_cache_prefetch_op,
 	};
 
 	return core_ctx_create(opts, handlers, core_isa_has_kernels, out);

@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <string.h>
 
+#include "ktcore/cache.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
 
 KT_EXPORT void kt_model_destroy(struct kt_model *m)
 {
+	core_model_extras_free(m);	/* routing counters, expert cache */
 	if (m && m->release)
 		m->release(m);
 }

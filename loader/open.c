@@ -18,6 +18,8 @@
 #include "ktcore/core.h"
 #include "ktcore/mem.h"
 #include "ktcore/model.h"
+#include "ktcore/cache.h"
+#include "loader/cache-open.h"
 #include "loader/error.h"
 #include "loader/ktw.h"
 #include "loader/placement.h"
@@ -257,8 +259,11 @@ static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
 	uint64_t i, t0 = core_now_ns();
 
 	p->map_len = k->st_size;
-	p->map = mmap(NULL, p->map_len, PROT_READ, MAP_SHARED | MAP_POPULATE,
-		      k->fd, 0);
+	/* KT_MODEL_F_MMAP on an ordinary file: faults read, nothing up front */
+	if (!k->hugetlbfs)
+		flags |= KT_MODEL_F_NO_VERIFY;
+	p->map = mmap(NULL, p->map_len, PROT_READ,
+		      MAP_SHARED | (k->hugetlbfs ? MAP_POPULATE : 0), k->fd, 0);
 	if (p->map == MAP_FAILED) {
 		p->map = NULL;
 		return ldr_err(-errno, "%s: mmap: %s", k->path, strerror(errno));
@@ -275,7 +280,7 @@ static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
 	last_stats.ns = core_now_ns() - t0;
 	last_stats.mapped = 1;
 	last_stats.verified = !(flags & KT_MODEL_F_NO_VERIFY);
-	last_stats.page_kb = 2048;
+	last_stats.page_kb = k->hugetlbfs ? 2048 : 4;
 	return 0;
 }
 
@@ -289,6 +294,7 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	struct kt_model *m = NULL;
 	struct ldr_ktw *k = NULL;
 	uint8_t **blob_of = NULL;
+	bool cached = false, mapped;
 	uint64_t i;
 	int ret;
 
@@ -318,9 +324,11 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 		ret = -ENOMEM;
 		goto err;
 	}
-	if (k->hugetlbfs)
+	mapped = k->hugetlbfs || (opts && (opts->flags & KT_MODEL_F_MMAP));
+	cached = !mapped && ldr_cache_wanted(k, opts);	/* read on demand */
+	if (mapped)
 		ret = load_map(ctx, k, opts, p, blob_of);
-	else
+	else if (!cached)
 		ret = load_read(ctx, k, opts, p, blob_of);
 	if (ret)
 		goto err;
@@ -348,6 +356,11 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	m->priv = p;
 	m->release = model_release;
 	p = NULL;
+	if (cached) {
+		ret = ldr_cache_attach(ctx, k, opts, m);
+		if (ret)
+			goto err;
+	}
 	ret = core_moe_reserve(ctx, m);
 	if (ret) {
 		ldr_err(ret, "%s: no kernels for %s on this context", path,
@@ -357,13 +370,15 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	core_log(ctx, KT_LOG_INFO, "%s: %u layers x %u experts, %llu MiB resident, %s",
 		 path, m->n_layers, m->n_experts,
 		 (unsigned long long)(m->resident_bytes >> 20),
-		 last_stats.mapped ? "mapped from hugetlbfs" : "read");
+		 last_stats.mapped ? "mapped from hugetlbfs" :
+		 cached ? "cached (read on demand)" : "read");
 	free(blob_of);
 	ldr_ktw_close(k);
 	*out = m;
 	return 0;
 err:
 	if (m && m->release) {
+		core_model_extras_free(m);
 		m->release(m);
 	} else if (m) {
 		free(m->layer_ids);

@@ -165,4 +165,8 @@ void report_case(const struct bench_setup *s, const struct bench_case *c);
 void report_nop(const struct bench_cfg *cfg, enum kt_isa isa,
 		unsigned int threads, const struct bench_nop *n);
 
+/* Files larger than memory (bench-cache.c): --write-model or --model. */
+bool bench_cache_wanted(int argc, char **argv);
+int bench_cache_main(int argc, char **argv);
+
 #endif /* KT_TOOLS_BENCH_H */

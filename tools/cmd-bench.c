@@ -505,6 +505,8 @@ static int cmd_bench(int argc, char **argv)
 	unsigned int i;
 	int ret, failed = 0;
 
+	if (bench_cache_wanted(argc, argv))
+		return bench_cache_main(argc, argv);
 	ret = parse_args(argc, argv, &c);
 	if (ret > 0)
 		return 0;	/* --help */

@@ -12,6 +12,7 @@
 
 #include <kt/kt.h>
 #include "tools/cmd.h"
+#include "tools/opts.h"
 
 struct npy {
 	char descr[16];
@@ -213,7 +214,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: kt forward --model FILE.ktw --layer L --input X.npy --ids IDS.npy\n"
-		"                  --weights W.npy --output Y.npy [--threads N] [--no-verify]\n\n"
+		"                  --weights W.npy --output Y.npy [--threads N] [--no-verify]\n"
+		"                  [--budget SIZE]\n\n"
 		"Runs one MoE layer: x [T, H] f32 or bf16 (<u2); ids [T, k] int32/int64;\n"
 		"w [T, k] f32; writes y [T, H] f32. L is the checkpoint's layer number.\n");
 }
@@ -229,6 +231,7 @@ static int cmd_forward(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "no-verify", no_argument, NULL, 'n' },
+		{ "budget", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -245,13 +248,20 @@ static int cmd_forward(int argc, char **argv)
 	float *y = NULL;
 	char *end;
 
-	while ((c = getopt_long(argc, argv, "m:l:x:i:w:o:t:nh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:l:x:i:w:o:t:nb:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'm': model = optarg; break;
 		case 'l':
 			layer = strtol(optarg, &end, 10);
 			if (*end || layer < 0) {
 				fprintf(stderr, "kt forward: bad --layer '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'b':
+			/* below the model's size: the expert cache */
+			if (opt_size(optarg, &mo.budget)) {
+				fprintf(stderr, "kt forward: bad --budget '%s'\n", optarg);
 				return 2;
 			}
 			break;

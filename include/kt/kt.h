@@ -362,6 +362,14 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  *	 elsewhere (the GPU) and are not loaded.
  * @io_block: bytes per read request, a multiple of 4096 (0: 4 MiB).
  * @io_depth: read requests in flight (0: 32).
+ * @budget: bytes of memory for experts (0: no limit). Below the model's
+ *	size the model opens with a cache of expert slots and reads the
+ *	rest on demand (kt/cache.h, Documentation/cache.md); it must hold
+ *	at least one whole layer.
+ * @cache_flags: KT_CACHE_F_* (kt/cache.h).
+ * @prefetch_next: with a cache, while layer L computes, read this many
+ *	of layer L + 1's most likely experts (by the routing counters).
+ * @halflife: ageing of the eviction counts, in ops (0: 8 x layers).
  */
 struct kt_model_opts {
 	size_t sz;
@@ -370,11 +378,19 @@ struct kt_model_opts {
 	uint32_t io_block;
 	uint32_t io_depth;
 	uint32_t reserved[6];
+	uint64_t budget;
+	uint32_t cache_flags;
+	uint32_t prefetch_next;
+	uint32_t halflife;
+	uint32_t reserved2[7];
 };
 
 #define KT_MODEL_F_NO_VERIFY	(1u << 0)	/* skip CRC32C checks */
 #define KT_MODEL_F_NO_URING	(1u << 1)	/* read with pread */
 #define KT_MODEL_F_NO_HUGEPAGE	(1u << 2)	/* plain 4 KiB pages */
+/* map the file and compute from its pages: page faults read the experts
+ * (the baseline of `kt bench --load mmap`); no checksums, no budget */
+#define KT_MODEL_F_MMAP		(1u << 3)
 
 /**
  * kt_model_open() - load a .ktw file (or map a staged copy on hugetlbfs).
@@ -492,5 +508,6 @@ int kt_moe_forward(struct kt_ctx *ctx, struct kt_model *m,
 
 #include <kt/ring.h>
 #include <kt/ktw.h>
+#include <kt/cache.h>
 
 #endif /* KT_KT_H */

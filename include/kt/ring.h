@@ -36,6 +36,7 @@ extern "C" {
 enum kt_op {
 	KT_OP_NOP = 0,
 	KT_OP_MOE = 1,
+	KT_OP_PREFETCH = 2,	/* kt_prep_prefetch(), kt/cache.h */
 	KT_OP_COUNT
 };
 

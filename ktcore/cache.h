@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache.h - the expert cache of a model larger than its memory budget and
+ * the routing counters: what the executor, the op table and the loader
+ * call. Documentation/cache.md.
+ */
+#ifndef KT_CORE_CACHE_H
+#define KT_CORE_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <kt/kt.h>
+
+struct kt_model;
+struct core_cache;
+
+/* ---- routing counters (stats.c) ---- */
+
+/* Allocate @m's counters if it has none (core_moe_reserve). 0; -ENOMEM. */
+int core_stats_reserve(const struct kt_model *m);
+/* Free what stats.c and cache.c hung on @m (kt_model_destroy). */
+void core_model_extras_free(struct kt_model *m);
+
+/* ---- the cache (cache.c) ---- */
+
+/* What the loader knows of the file, for core_cache_create(). */
+struct core_cache_desc {
+	const char *path;
+	uint64_t budget;		/* bytes of slots at most */
+	uint64_t blob_stride;		/* bytes read per expert */
+	const uint64_t *file_off;	/* [n_layers * n_experts]; ~0: absent */
+	const uint32_t *crc;		/* [n_layers * n_experts] */
+	bool verify;			/* check CRC32C on the first read */
+	bool no_uring;
+	uint32_t flags;			/* KT_CACHE_F_* */
+	uint32_t io_block;		/* 0: 1 MiB */
+	uint32_t io_depth;		/* 0: 64 */
+	uint32_t prefetch_next;
+	uint32_t halflife;		/* ops; 0: 8 x n_layers */
+};
+
+/* The fewest bytes of slots a model can run with: one whole layer. */
+uint64_t core_cache_min_budget(const struct kt_model *m, uint64_t stride);
+
+/*
+ * Give @m (geometry and experts[] filled, present flags set) a cache of
+ * slots on the context's first node; nothing is read. -EINVAL budget
+ * below core_cache_min_budget() (logged with the minimum); -ENOMEM;
+ * -errno of open.
+ */
+int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
+		      const struct core_cache_desc *d);
+void core_cache_destroy(struct core_cache *c);
+
+/* One MoE op's view of the cache, on the leader's stack. */
+struct core_cache_op {
+	uint64_t t0;
+	/* per expert of the layer: nonzero when its bytes are in and
+	 * checked; NULL when every expert of the op is (nothing to wait) */
+	const uint8_t *ready;
+};
+
+/*
+ * Before an op computes: count its routed tokens and, with a cache, make
+ * room for its experts, start the reads of the missing ones and of the
+ * self-prefetch. Runs on the leader. 0; -EIO reads could not start.
+ */
+int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
+			const struct kt_moe_args *a, struct core_cache_op *op);
+/*
+ * Wait until every expert of the op is in and checked (op->ready becomes
+ * NULL). -EIO naming the expert when a read or a checksum failed: the
+ * slot is freed and the next op reads it again.
+ */
+int core_cache_op_wait(struct kt_ctx *ctx, const struct kt_model *m,
+		       struct core_cache_op *op);
+void core_cache_op_end(const struct kt_model *m, struct core_cache_op *op,
+		       uint32_t tokens);
+
+/* Handler of KT_OP_PREFETCH (a core_op_fn). */
+int core_cache_prefetch_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);
+
+/*
+ * Test hook, called for every finished read of the cache with the slot's
+ * bytes and the result; it may change *res (an error, a short count) or
+ * the bytes (a checksum mismatch). Also called before a read is queued
+ * with @dst NULL: a nonzero *res then fails the submission.
+ */
+extern void (*core_cache_fault)(uint32_t layer, uint32_t expert,
+				uint8_t *dst, uint32_t len, int *res);
+
+/*
+ * Experts an op was about to compute from a slot that was not ready
+ * (filling, unchecked, free): must stay 0; the tests read it.
+ */
+extern uint64_t core_cache_not_ready;
+
+#endif /* KT_CORE_CACHE_H */

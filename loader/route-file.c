@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+/*
+ * route-file.c - the routing counters of a model saved to and loaded from
+ * a small file (layout: Documentation/cache.md). A loaded file is hostile
+ * input: its size, magic, version, geometry and CRC32C are all checked
+ * before a counter changes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "kernels/crc32c.h"
+#include "ktcore/cache.h"
+#include "ktcore/core.h"
+#include "ktcore/model.h"
+#include "loader/error.h"
+
+#define ROUTE_MAGIC	"KTROUTE\n"
+#define ROUTE_MAJOR	1
+#define ROUTE_HDR	32u
+
+struct route_hdr {
+	char magic[8];
+	uint16_t major;
+	uint16_t minor;
+	uint32_t header_size;	/* ROUTE_HDR */
+	uint32_t n_layers;
+	uint32_t n_experts;
+	uint64_t reserved;	/* 0 */
+};
+
+_Static_assert(sizeof(struct route_hdr) == ROUTE_HDR, "route header size");
+
+/* Bytes of a file for @n counters: header, counters, CRC32C, padding. */
+static uint64_t route_file_size(uint64_t n)
+{
+	return ROUTE_HDR + 8 * n + 8;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		ssize_t w = write(fd, b, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+KT_EXPORT int kt_model_route_save(const struct kt_model *m, const char *path)
+{
+	struct route_hdr h;
+	uint64_t n, i, *buf;
+	uint32_t tail[2];
+	char tmp[4096];
+	int fd, ret;
+
+	if (!m || !path)
+		return ldr_err(-EINVAL, "kt_model_route_save: model and path are required");
+	n = (uint64_t)m->n_layers * m->n_experts;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >=
+	    (int)sizeof(tmp))
+		return ldr_err(-EINVAL, "%s: path too long", path);
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, ROUTE_MAGIC, 8);
+	h.major = ROUTE_MAJOR;
+	h.header_size = ROUTE_HDR;
+	h.n_layers = m->n_layers;
+	h.n_experts = m->n_experts;
+	buf = calloc(n ? n : 1, 8);
+	if (!buf)
+		return -ENOMEM;
+	for (i = 0; i < n && m->route; i++)
+		buf[i] = __atomic_load_n(&m->route[i], __ATOMIC_RELAXED);
+	tail[0] = kern_crc32c(kern_crc32c(0, &h, sizeof(h)), buf, n * 8);
+	tail[1] = 0;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = ldr_err(-errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	ret = write_all(fd, &h, sizeof(h));
+	if (!ret)
+		ret = write_all(fd, buf, n * 8);
+	if (!ret)
+		ret = write_all(fd, tail, sizeof(tail));
+	if (!ret && fsync(fd))
+		ret = -errno;
+	if (close(fd) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret) {
+		unlink(tmp);
+		ldr_err(ret, "%s: %s", path, strerror(-ret));
+	}
+out:
+	free(buf);
+	return ret;
+}
+
+static int read_all(int fd, void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		ssize_t r = read(fd, b, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (!r)
+			return -EIO;
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+KT_EXPORT int kt_model_route_load(struct kt_model *m, const char *path)
+{
+	struct route_hdr h;
+	struct stat st;
+	uint64_t n, i, *buf = NULL;
+	uint32_t tail[2];
+	int fd, ret;
+
+	if (!m || !path)
+		return ldr_err(-EINVAL, "kt_model_route_load: model and path are required");
+	ret = core_stats_reserve(m);
+	if (ret)
+		return ret;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ldr_err(-errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st)) {
+		ret = ldr_err(-errno, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)ROUTE_HDR) {
+		ret = ldr_err(-EINVAL, "%s: not a routing statistics file (too small)", path);
+		goto out;
+	}
+	ret = read_all(fd, &h, sizeof(h));
+	if (ret) {
+		ldr_err(ret, "%s: reading the header failed", path);
+		goto out;
+	}
+	ret = -EINVAL;
+	if (memcmp(h.magic, ROUTE_MAGIC, 8)) {
+		ldr_err(ret, "%s: bad magic (not a routing statistics file)", path);
+		goto out;
+	}
+	if (h.major != ROUTE_MAJOR || h.header_size != ROUTE_HDR ||
+	    h.reserved) {
+		ldr_err(ret, "%s: version %u.%u, header %u bytes: not supported",
+			path, h.major, h.minor, h.header_size);
+		goto out;
+	}
+	/* the model's geometry bounds everything read below */
+	if (h.n_layers != m->n_layers || h.n_experts != m->n_experts) {
+		ldr_err(ret, "%s: %u layers x %u experts, the model has %u x %u",
+			path, h.n_layers, h.n_experts, m->n_layers,
+			m->n_experts);
+		goto out;
+	}
+	n = (uint64_t)m->n_layers * m->n_experts;
+	if ((uint64_t)st.st_size != route_file_size(n)) {
+		ldr_err(ret, "%s: %lld bytes, expected %llu", path,
+			(long long)st.st_size,
+			(unsigned long long)route_file_size(n));
+		goto out;
+	}
+	buf = malloc(n * 8);
+	if (!buf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = read_all(fd, buf, n * 8);
+	if (!ret)
+		ret = read_all(fd, tail, sizeof(tail));
+	if (ret) {
+		ldr_err(ret, "%s: short read", path);
+		goto out;
+	}
+	if (tail[0] != kern_crc32c(kern_crc32c(0, &h, sizeof(h)), buf, n * 8) ||
+	    tail[1]) {
+		ret = ldr_err(-EINVAL, "%s: checksum mismatch", path);
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		__atomic_store_n(&m->route[i], buf[i], __ATOMIC_RELAXED);
+	ret = 0;
+out:
+	free(buf);
+	close(fd);
+	return ret;
+}
