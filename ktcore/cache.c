@@ -17,6 +17,7 @@
 #include "kernels/pack.h"
 #include "ktcore/cache.h"
 #include "ktcore/core.h"
+#include "ktcore/mem.h"
 #include "ktcore/model.h"
 #include "uring/slots.h"
 
@@ -872,7 +873,7 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 		c->slots[i].owner = -1;
 	c->node = core_ctx_node_id(ctx, 0);
 	c->pool_len = (size_t)c->n_slots * c->stride;
-	c->pool = core_node_alloc(c->node, c->pool_len);
+	c->pool = core_node_alloc(ctx, c->node, c->pool_len);
 	if (!c->pool)
 		goto err;
 	c->fd = open(d->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
