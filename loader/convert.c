@@ -181,6 +181,12 @@ static int plan(struct conv *c)
 		return ldr_err(-EINVAL, "%s/config.json: no MoE layer in %d-%d",
 			       o->input, first, last);
 	c->n_layers = n;
+	/* the reader's limit, checked before the tables are sized by it */
+	if ((uint64_t)n * c->cfg.n_experts > KTW_MAX_ENTRIES)
+		return ldr_err(-EINVAL, "%s/config.json: %u MoE layers x %u experts = %llu blobs exceed the .ktw limit of %u (convert fewer with --layers)",
+			       o->input, n, c->cfg.n_experts,
+			       (unsigned long long)n * c->cfg.n_experts,
+			       KTW_MAX_ENTRIES);
 	c->mats = calloc((size_t)n * c->cfg.n_experts * 3, sizeof(*c->mats));
 	if (!c->mats)
 		return -ENOMEM;

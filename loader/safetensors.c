@@ -186,11 +186,25 @@ out:
 	return ret;
 }
 
+int ldr_st_parse(struct ldr_st_file *f)
+{
+	uint64_t hlen;
+
+	if (f->size < 8)
+		return ldr_err(-EINVAL, "%s: %llu bytes, too short for a safetensors header",
+			       f->path, (unsigned long long)f->size);
+	memcpy(&hlen, f->map, 8);	/* little-endian, as is the host */
+	if (hlen < 2 || hlen > LDR_ST_MAX_HEADER || hlen > f->size - 8)
+		return ldr_err(-EINVAL, "%s: header length %llu does not fit the %llu-byte file",
+			       f->path, (unsigned long long)hlen,
+			       (unsigned long long)f->size);
+	return parse_header(f, (const char *)f->map + 8, hlen);
+}
+
 int ldr_st_open(const char *path, struct ldr_st_file **out)
 {
 	struct ldr_st_file *f;
 	struct stat st;
-	uint64_t hlen;
 	int ret;
 
 	f = calloc(1, sizeof(*f));
@@ -225,14 +239,7 @@ int ldr_st_open(const char *path, struct ldr_st_file **out)
 		ldr_err(ret, "%s: mmap: %s", path, strerror(errno));
 		goto err;
 	}
-	memcpy(&hlen, f->map, 8);	/* little-endian, as is the host */
-	if (hlen < 2 || hlen > LDR_ST_MAX_HEADER || hlen > f->size - 8) {
-		ret = ldr_err(-EINVAL, "%s: header length %llu does not fit the %llu-byte file",
-			      path, (unsigned long long)hlen,
-			      (unsigned long long)f->size);
-		goto err;
-	}
-	ret = parse_header(f, (const char *)f->map + 8, hlen);
+	ret = ldr_st_parse(f);
 	if (ret)
 		goto err;
 	*out = f;
