@@ -6,7 +6,9 @@
 set -eu
 
 pkgs="gcc make libc6-dev pkg-config liburing-dev libnuma-dev libjansson-dev
-numactl fio libhugetlbfs-bin"
+numactl fio libhugetlbfs-bin clang libclang-rt-14-dev"
+# clang and its runtime (libFuzzer, ASan, UBSan) build `make fuzz`; the
+# runtime is only recommended by clang, and Debian 12 ships clang 14
 
 missing=""
 for p in $pkgs; do
