@@ -207,3 +207,15 @@ $(FUZZ_O)/%: selftests/fuzz/%.c selftests/fuzz/fuzz.h $(FUZZ_O)/libkt-fuzz.a
 		-MF $@.d -o $@ $< $(FUZZ_O)/libkt-fuzz.a -ljansson -lpthread -lm
 
 -include $(wildcard $(FUZZ_O)/lib/*/*.d $(FUZZ_O)/*.d)
+
+# ---- fault injection (Documentation/fuzzing.md) -----------------------
+# An ASan build with -DKT_FAULT_INJECT, its own tree: the hooks of
+# loader/fault.h exist only there. selftests/loader/fault walks them.
+FAULT_O ?= build/fault
+.PHONY: fault-check
+fault-check:
+	$(Q)$(MAKE) --no-print-directory O=$(FAULT_O) SAN=address,undefined \
+		CFLAGS=-DKT_FAULT_INJECT $(FAULT_O)/kt \
+		$(FAULT_O)/selftests/loader/fault
+	$(Q)scripts/run-selftests.sh --kt $(FAULT_O)/kt \
+		$(FAULT_O)/selftests/loader/fault

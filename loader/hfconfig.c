@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/hfconfig.h"
 #include "loader/ktw-format.h"
 
@@ -185,6 +186,8 @@ int ldr_hfconfig_load(const char *dir, struct ldr_hfconfig *cfg)
 
 	memset(cfg, 0, sizeof(*cfg));
 	snprintf(path, sizeof(path), "%s/config.json", dir);
+	if (LDR_FAULT_CALL("open"))
+		return ldr_err(-EIO, "%s: %s", path, strerror(EIO));
 	root = json_load_file(path, 0, &jerr);
 	if (!root) {
 		if (strstr(jerr.text, "unable to open"))

@@ -140,7 +140,7 @@ KT_EXPORT int kt_ktw_verify(const char *path, uint64_t *bad)
 	buf = ldr_io_buf_alloc(per * k->hdr.blob_stride);
 	spans = calloc(per, sizeof(*spans));
 	if (!buf || !spans) {
-		ret = -ENOMEM;
+		ret = ldr_err(-ENOMEM, "%s: out of memory for the read buffers", path);
 		goto out;
 	}
 	fd = open_direct(path);

@@ -14,6 +14,7 @@
 
 #include "ktcore/core.h"
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/io.h"
 #include "loader/ktw.h"
 #include "kernels/crc32c.h"
@@ -245,13 +246,14 @@ int ldr_ktw_open(const char *path, int extra_flags, struct ldr_ktw **out)
 	ldr_err_clear();
 	k = calloc(1, sizeof(*k));
 	if (!k)
-		return -ENOMEM;
+		return ldr_err(-ENOMEM, "%s: out of memory", path);
 	k->path = strdup(path);
 	if (!k->path) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
-	k->fd = open(path, O_RDONLY | O_CLOEXEC | extra_flags);
+	k->fd = LDR_FAULT_CALL("open") ? -1 :
+		open(path, O_RDONLY | O_CLOEXEC | extra_flags);
 	if (k->fd < 0 && (extra_flags & O_DIRECT) && errno == EINVAL)
 		k->fd = open(path, O_RDONLY | O_CLOEXEC);	/* no O_DIRECT here */
 	if (k->fd < 0) {
@@ -340,6 +342,8 @@ err_buf:
 err_close:
 	close(k->fd);
 err_free:
+	if (!*kt_last_error())	/* a bare ENOMEM, say */
+		ldr_err(ret, "%s: %s", path, strerror(-ret));
 	free(k->layer_ids);
 	free(k->table);
 	free(k->path);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/safetensors.h"
 
 static const struct {
@@ -216,7 +217,7 @@ int ldr_st_open(const char *path, struct ldr_st_file **out)
 		ret = -ENOMEM;
 		goto err;
 	}
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	f->fd = LDR_FAULT_CALL("open") ? -1 : open(path, O_RDONLY | O_CLOEXEC);
 	if (f->fd < 0) {
 		ret = -errno;
 		ldr_err(ret, "%s: %s", path, strerror(errno));
@@ -232,7 +233,8 @@ int ldr_st_open(const char *path, struct ldr_st_file **out)
 			      path, (unsigned long long)f->size);
 		goto err;
 	}
-	f->map = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
+	f->map = LDR_FAULT_CALL("mmap") ? MAP_FAILED :
+		 mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
 	if (f->map == MAP_FAILED) {
 		f->map = NULL;
 		ret = -errno;
