@@ -248,3 +248,58 @@ install-man: man
 
 -include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) \
 	$(TEST_BINS:=.d) $(SCRIPT_BINS:=.d)
+
+# Fuzzing (Documentation/fuzzing.md).
+# `make fuzz` builds one libFuzzer binary per selftests/fuzz/*.c with
+# clang, ASan and UBSan; scripts/fuzz.sh runs them. The library sources
+# are only the parsers of outside bytes and what they call, instrumented
+# for coverage (fuzzer-no-link); the same harness sources are also plain
+# selftests that replay the seed corpora.
+FUZZ_CC ?= clang
+FUZZ_O ?= build/fuzz
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	-fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=gnu11 -O1 -g -Wall -Wno-unused-parameter -D_GNU_SOURCE -I include \
+	-iquote . -iquote selftests \
+	$(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_LIB_SRCS := loader/ktw.c loader/geom.c loader/io.c loader/error.c \
+	loader/hfconfig.c loader/safetensors.c kernels/crc32c.c \
+	kernels/pack.c ktcore/cpu.c
+FUZZ_NAMES := $(basename $(notdir $(wildcard selftests/fuzz/*.c)))
+FUZZ_BINS := $(FUZZ_NAMES:%=$(FUZZ_O)/%)
+FUZZ_SECS ?= 25
+.PHONY: fuzz fuzz-run
+fuzz: $(FUZZ_BINS)
+
+# CI (check-all) runs each harness for FUZZ_SECS seconds, before the tests
+fuzz-run: fuzz
+	$(Q)scripts/fuzz.sh -t $(FUZZ_SECS) -b $(FUZZ_O) -w $(FUZZ_O)/work
+check-all: fuzz-run
+
+$(FUZZ_O)/lib/%.o: %.c
+	@mkdir -p $(@D)
+	$(quiet) FUZZCC $@
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(FUZZ_O)/libkt-fuzz.a: $(FUZZ_LIB_SRCS:%.c=$(FUZZ_O)/lib/%.o)
+	$(quiet) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(FUZZ_O)/%: selftests/fuzz/%.c selftests/fuzz/fuzz.h $(FUZZ_O)/libkt-fuzz.a
+	$(quiet) FUZZLD $@
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DKT_LIBFUZZER -MMD -MP \
+		-MF $@.d -o $@ $< $(FUZZ_O)/libkt-fuzz.a -ljansson -lpthread -lm
+
+-include $(wildcard $(FUZZ_O)/lib/*/*.d $(FUZZ_O)/*.d)
+
+# Fault injection (Documentation/fuzzing.md).
+# An ASan build with -DKT_FAULT_INJECT, its own tree: the hooks of
+# loader/fault.h exist only there. selftests/loader/fault walks them.
+FAULT_O ?= build/fault
+.PHONY: fault-check
+fault-check:
+	$(Q)$(MAKE) --no-print-directory O=$(FAULT_O) SAN=address,undefined \
+		CFLAGS=-DKT_FAULT_INJECT $(FAULT_O)/kt \
+		$(FAULT_O)/selftests/loader/fault
+	$(Q)scripts/run-selftests.sh --kt $(FAULT_O)/kt \
+		$(FAULT_O)/selftests/loader/fault

@@ -18,6 +18,7 @@
 #include "kernels/pack.h"
 #include "ktcore/core.h"
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/fp8.h"
 #include "loader/hfconfig.h"
 #include "loader/io.h"
@@ -181,6 +182,12 @@ static int plan(struct conv *c)
 		return ldr_err(-EINVAL, "%s/config.json: no MoE layer in %d-%d",
 			       o->input, first, last);
 	c->n_layers = n;
+	/* the reader's limit, checked before the tables are sized by it */
+	if ((uint64_t)n * c->cfg.n_experts > KTW_MAX_ENTRIES)
+		return ldr_err(-EINVAL, "%s/config.json: %u MoE layers x %u experts = %llu blobs exceed the .ktw limit of %u (convert fewer with --layers)",
+			       o->input, n, c->cfg.n_experts,
+			       (unsigned long long)n * c->cfg.n_experts,
+			       KTW_MAX_ENTRIES);
 	c->mats = calloc((size_t)n * c->cfg.n_experts * 3, sizeof(*c->mats));
 	if (!c->mats)
 		return -ENOMEM;
@@ -210,12 +217,14 @@ static int out_create(struct conv *c)
 		c->tmp_path = NULL;
 		return -ENOMEM;
 	}
-	c->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+	c->fd = LDR_FAULT_CALL("open") ? -1 :
+		open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
 	if (c->fd >= 0) {
 		c->anon_tmp = true;
 		return 0;
 	}
-	c->fd = open(c->tmp_path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+	c->fd = LDR_FAULT_CALL("open") ? -1 :
+		open(c->tmp_path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
 	if (c->fd < 0) {
 		ret = -errno;
 		return ldr_err(ret, "%s: %s", c->tmp_path, strerror(errno));
@@ -239,22 +248,23 @@ static int out_commit(struct conv *c)
 	char proc[64], dir[PATH_MAX];
 	int dfd, ret;
 
-	if (fsync(c->fd))
+	if (LDR_FAULT_CALL("fsync") || fsync(c->fd))
 		return ldr_err(-EIO, "%s: fsync: %s", out, strerror(errno));
 	if (c->anon_tmp) {
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", c->fd);
 		unlink(c->tmp_path);	/* a stale one of a dead pid */
 		/* without /proc, AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH) */
-		if (linkat(AT_FDCWD, proc, AT_FDCWD, c->tmp_path,
-			   AT_SYMLINK_FOLLOW) &&
-		    linkat(c->fd, "", AT_FDCWD, c->tmp_path, AT_EMPTY_PATH)) {
+		if (LDR_FAULT_CALL("link") ||
+		    (linkat(AT_FDCWD, proc, AT_FDCWD, c->tmp_path,
+			    AT_SYMLINK_FOLLOW) &&
+		     linkat(c->fd, "", AT_FDCWD, c->tmp_path, AT_EMPTY_PATH))) {
 			ret = -errno;
 			return ldr_err(ret, "%s: link: %s", c->tmp_path,
 				       strerror(errno));
 		}
 		c->anon_tmp = false;	/* named now: unlink on failure */
 	}
-	if (rename(c->tmp_path, out)) {
+	if (LDR_FAULT_CALL("rename") || rename(c->tmp_path, out)) {
 		ret = -errno;
 		return ldr_err(ret, "%s: rename: %s", out, strerror(errno));
 	}
@@ -512,7 +522,8 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 	if (ret)
 		goto out;
 	/* fail now, not after an hour, when the disk is too small */
-	if (fallocate(c.fd, 0, 0, (off_t)c.hdr.file_size) && errno == ENOSPC) {
+	if ((LDR_FAULT_CALL("fallocate") ||
+	     fallocate(c.fd, 0, 0, (off_t)c.hdr.file_size)) && errno == ENOSPC) {
 		ret = ldr_err(-ENOSPC, "%s: no space for %llu bytes", o->output,
 			      (unsigned long long)c.hdr.file_size);
 		goto out;
@@ -536,6 +547,8 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 out:
 	if (ret)
 		out_abandon(&c);
+	if (ret && !*kt_last_error())	/* a bare ENOMEM, say */
+		ldr_err(ret, "kt_convert %s: %s", o->input, strerror(-ret));
 	free(c.tmp_path);
 	free(c.table);
 	free(c.mats);

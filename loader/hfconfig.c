@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/hfconfig.h"
+#include "loader/ktw-format.h"
 
 /* First of @keys present in @o as a positive integer; 0 when none is. */
 static int get_uint(const char *path, json_t *o, const char *const *keys,
@@ -34,7 +36,41 @@ static int get_uint(const char *path, json_t *o, const char *const *keys,
 	return 0;
 }
 
-int ldr_hfconfig_load(const char *dir, struct ldr_hfconfig *cfg)
+/*
+ * quantization_config.weight_block_size: absent or null means [128, 128];
+ * anything else must be two integers in 1..KTW_MAX_DIM (a larger block is
+ * one block per matrix anyway, and 2^32 would wrap to 0 as a uint32).
+ */
+static int get_fp8_block(const char *path, json_t *root, json_t *o,
+			 uint32_t block[2])
+{
+	json_t *q = json_object_get(o, "quantization_config"), *v;
+	int i;
+
+	block[0] = block[1] = 128;
+	if (!q)
+		q = json_object_get(root, "quantization_config");
+	v = json_object_get(q, "weight_block_size");
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) != 2)
+		goto bad;
+	for (i = 0; i < 2; i++) {
+		json_t *x = json_array_get(v, (size_t)i);
+
+		if (!json_is_integer(x) || json_integer_value(x) < 1 ||
+		    json_integer_value(x) > KTW_MAX_DIM)
+			goto bad;
+		block[i] = (uint32_t)json_integer_value(x);
+	}
+	return 0;
+bad:
+	return ldr_err(-EINVAL, "%s: quantization_config.weight_block_size must be two integers in 1..%u",
+		       path, KTW_MAX_DIM);
+}
+
+/* Takes @root's reference. */
+static int parse_root(const char *path, json_t *root, struct ldr_hfconfig *cfg)
 {
 	static const char *const k_hidden[] = { "hidden_size", NULL };
 	static const char *const k_layers[] = { "num_hidden_layers", NULL };
@@ -47,21 +83,11 @@ int ldr_hfconfig_load(const char *dir, struct ldr_hfconfig *cfg)
 	static const char *const k_step[] = { "decoder_sparse_step", NULL };
 	static const char *const k_freq[] = { "moe_layer_freq", NULL };
 	uint32_t first_dense = 0, step = 1, freq = 1, l;
-	json_t *root, *o, *v, *x;
-	json_error_t jerr;
-	char path[4096];
+	const char *experts_key = NULL;
+	json_t *o, *v, *x;
 	size_t i;
 	int ret;
 
-	memset(cfg, 0, sizeof(*cfg));
-	snprintf(path, sizeof(path), "%s/config.json", dir);
-	root = json_load_file(path, 0, &jerr);
-	if (!root) {
-		if (strstr(jerr.text, "unable to open"))
-			return ldr_err(-ENOENT, "%s: %s", path, jerr.text);
-		return ldr_err(-EINVAL, "%s: malformed JSON: %s (line %d)", path,
-			       jerr.text, jerr.line);
-	}
 	o = root;
 	if (!json_is_object(o)) {
 		ret = ldr_err(-EINVAL, "%s: not a JSON object", path);
@@ -78,18 +104,33 @@ int ldr_hfconfig_load(const char *dir, struct ldr_hfconfig *cfg)
 
 	if ((ret = get_uint(path, o, k_hidden, &cfg->hidden, NULL)) <= 0 ||
 	    (ret = get_uint(path, o, k_layers, &cfg->n_layers, NULL)) <= 0 ||
-	    (ret = get_uint(path, o, k_experts, &cfg->n_experts, NULL)) <= 0 ||
+	    (ret = get_uint(path, o, k_experts, &cfg->n_experts, &experts_key)) <= 0 ||
 	    (ret = get_uint(path, o, k_inter, &cfg->inter, NULL)) <= 0) {
 		if (!ret)
 			ret = ldr_err(-EINVAL, "%s: needs hidden_size, num_hidden_layers, an expert count (num_experts, n_routed_experts or num_local_experts) and moe_intermediate_size or intermediate_size",
 				      path);
 		goto out;
 	}
-	if (!cfg->n_experts || !cfg->n_layers || !cfg->hidden || !cfg->inter ||
-	    cfg->n_layers > 4096) {
+	if (cfg->n_layers > KTW_MAX_LAYERS) {
+		ret = ldr_err(-EINVAL, "%s: num_hidden_layers = %u exceeds the .ktw limit of %u",
+			      path, cfg->n_layers, KTW_MAX_LAYERS);
+		goto out;
+	}
+	if (!cfg->n_experts || !cfg->n_layers || !cfg->hidden || !cfg->inter) {
 		ret = ldr_err(-EINVAL, "%s: not a MoE model (experts %u, layers %u, hidden %u, inter %u)",
 			      path, cfg->n_experts, cfg->n_layers, cfg->hidden,
 			      cfg->inter);
+		goto out;
+	}
+	/* the .ktw format's own limits, before anything is sized by them */
+	if (cfg->n_experts > KTW_MAX_EXPERTS) {
+		ret = ldr_err(-EINVAL, "%s: %s = %u exceeds the .ktw limit of %u experts per layer",
+			      path, experts_key, cfg->n_experts, KTW_MAX_EXPERTS);
+		goto out;
+	}
+	if (cfg->hidden > KTW_MAX_DIM || cfg->inter > KTW_MAX_DIM) {
+		ret = ldr_err(-EINVAL, "%s: hidden_size %u or the intermediate size %u exceeds the .ktw limit of %u",
+			      path, cfg->hidden, cfg->inter, KTW_MAX_DIM);
 		goto out;
 	}
 	if (get_uint(path, o, k_topk, &cfg->top_k, NULL) < 0 ||
@@ -103,19 +144,9 @@ int ldr_hfconfig_load(const char *dir, struct ldr_hfconfig *cfg)
 		step = 1;
 	if (!freq)
 		freq = 1;
-	cfg->fp8_block[0] = cfg->fp8_block[1] = 128;
-	v = json_object_get(o, "quantization_config");
-	if (!v)
-		v = json_object_get(root, "quantization_config");
-	v = json_object_get(v, "weight_block_size");
-	if (json_is_array(v) && json_array_size(v) == 2 &&
-	    json_is_integer(json_array_get(v, 0)) &&
-	    json_is_integer(json_array_get(v, 1)) &&
-	    json_integer_value(json_array_get(v, 0)) > 0 &&
-	    json_integer_value(json_array_get(v, 1)) > 0) {
-		cfg->fp8_block[0] = (uint32_t)json_integer_value(json_array_get(v, 0));
-		cfg->fp8_block[1] = (uint32_t)json_integer_value(json_array_get(v, 1));
-	}
+	ret = get_fp8_block(path, root, o, cfg->fp8_block);
+	if (ret)
+		goto out;
 	cfg->is_moe = calloc(cfg->n_layers, sizeof(*cfg->is_moe));
 	if (!cfg->is_moe) {
 		ret = -ENOMEM;
@@ -145,6 +176,40 @@ out:
 	if (ret < 0)
 		ldr_hfconfig_free(cfg);
 	return ret < 0 ? ret : 0;
+}
+
+int ldr_hfconfig_load(const char *dir, struct ldr_hfconfig *cfg)
+{
+	json_error_t jerr;
+	char path[4096];
+	json_t *root;
+
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	if (LDR_FAULT_CALL("open"))
+		return ldr_err(-EIO, "%s: %s", path, strerror(EIO));
+	root = json_load_file(path, 0, &jerr);
+	if (!root) {
+		if (strstr(jerr.text, "unable to open"))
+			return ldr_err(-ENOENT, "%s: %s", path, jerr.text);
+		return ldr_err(-EINVAL, "%s: malformed JSON: %s (line %d)", path,
+			       jerr.text, jerr.line);
+	}
+	return parse_root(path, root, cfg);
+}
+
+int ldr_hfconfig_parse(const char *path, const char *json, size_t len,
+		       struct ldr_hfconfig *cfg)
+{
+	json_error_t jerr;
+	json_t *root;
+
+	memset(cfg, 0, sizeof(*cfg));
+	root = json_loadb(json, len, 0, &jerr);
+	if (!root)
+		return ldr_err(-EINVAL, "%s: malformed JSON: %s (line %d)", path,
+			       jerr.text, jerr.line);
+	return parse_root(path, root, cfg);
 }
 
 void ldr_hfconfig_free(struct ldr_hfconfig *cfg)

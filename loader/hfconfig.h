@@ -7,6 +7,7 @@
 #define KT_LOADER_HFCONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct ldr_hfconfig {
@@ -22,6 +23,9 @@ struct ldr_hfconfig {
 
 /* Parse @dir/config.json; -EINVAL with kt_last_error() naming the key. */
 int ldr_hfconfig_load(const char *dir, struct ldr_hfconfig *cfg);
+/* The same from @len bytes of JSON in memory; @path names it in errors. */
+int ldr_hfconfig_parse(const char *path, const char *json, size_t len,
+		       struct ldr_hfconfig *cfg);
 void ldr_hfconfig_free(struct ldr_hfconfig *cfg);
 
 #endif /* KT_LOADER_HFCONFIG_H */

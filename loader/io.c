@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "loader/fault.h"
 #include "loader/io.h"
 
 int ldr_pread_full(int fd, void *buf, size_t len, uint64_t off)
@@ -13,7 +14,8 @@ int ldr_pread_full(int fd, void *buf, size_t len, uint64_t off)
 	uint8_t *p = buf;
 
 	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
+		ssize_t n = LDR_FAULT_CALL("read") ? -1 :
+			    pread(fd, p, len, (off_t)off);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -34,7 +36,8 @@ int ldr_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 	const uint8_t *p = buf;
 
 	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		ssize_t n = LDR_FAULT_CALL("write") ? -1 :
+			    pwrite(fd, p, len, (off_t)off);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -55,7 +58,7 @@ void *ldr_io_buf_alloc(size_t len)
 	void *p;
 
 	len = (len + 4095) & ~(size_t)4095;
-	if (posix_memalign(&p, 4096, len ? len : 4096))
+	if (ldr_fault("alloc") || posix_memalign(&p, 4096, len ? len : 4096))
 		return NULL;
 	return p;
 }

@@ -17,6 +17,7 @@
 #define KTW_MAX_LAYERS		4096u
 #define KTW_MAX_EXPERTS		65536u
 #define KTW_MAX_DIM		(1u << 20)
+#define KTW_MAX_ENTRIES		(1u << 22)	/* layers x experts: 128 MiB of table */
 
 enum ktw_part {
 	KTW_PART_GATE_TILES,

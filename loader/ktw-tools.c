@@ -76,9 +76,15 @@ static void check_report(const struct check_ctx *c)
 {
 	const struct ktw_entry *e = &c->k->table[c->bad_entry];
 
-	ldr_err(-EIO, "%s: layer %d (index %u), expert %u: checksum %08x, expected %08x",
-		c->k->path, c->k->layer_ids[e->layer], e->layer, e->expert,
-		c->bad_crc, e->crc);
+	/* a matching checksum failed on the padding after the blob */
+	if (c->bad_crc == e->crc)
+		ldr_err(-EIO, "%s: layer %d (index %u), expert %u: nonzero padding after the blob",
+			c->k->path, c->k->layer_ids[e->layer], e->layer,
+			e->expert);
+	else
+		ldr_err(-EIO, "%s: layer %d (index %u), expert %u: checksum %08x, expected %08x",
+			c->k->path, c->k->layer_ids[e->layer], e->layer,
+			e->expert, c->bad_crc, e->crc);
 }
 
 static int check_span(void *arg, size_t idx, const struct ur_span *s)
@@ -94,7 +100,7 @@ static int check_span(void *arg, size_t idx, const struct ur_span *s)
 		return 0;
 	e = &c->k->table[c->first + idx - c->span_base];
 	crc = kern_crc32c(0, s->dst, c->k->hdr.expert_bytes);
-	if (crc == e->crc)
+	if (crc == e->crc && ldr_ktw_tail_zero(&c->k->hdr, s->dst))
 		return 0;
 	if (!c->bad) {
 		c->bad_entry = (uint64_t)(e - c->k->table);
@@ -135,7 +141,7 @@ KT_EXPORT int kt_ktw_verify(const char *path, uint64_t *bad)
 	buf = ldr_io_buf_alloc(per * k->hdr.blob_stride);
 	spans = calloc(per, sizeof(*spans));
 	if (!buf || !spans) {
-		ret = -ENOMEM;
+		ret = ldr_err(-ENOMEM, "%s: out of memory for the read buffers", path);
 		goto out;
 	}
 	fd = open_direct(path);

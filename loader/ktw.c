@@ -14,11 +14,10 @@
 
 #include "ktcore/core.h"
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/io.h"
 #include "loader/ktw.h"
 #include "kernels/crc32c.h"
-
-#define KTW_MAX_ENTRIES	(1u << 22)	/* 128 MiB of table at most */
 
 static const char *const part_name[KTW_PARTS] = {
 	"gate tiles", "up tiles", "down tiles",
@@ -160,6 +159,32 @@ int ldr_ktw_check_meta(const struct ktw_header *h, const int32_t *layer_ids,
 	return 0;
 }
 
+static bool all_zero(const uint8_t *p, uint64_t n)
+{
+	/* p[0] == 0 and every byte equals the next: all zero */
+	return !n || (!p[0] && !memcmp(p, p + 1, n - 1));
+}
+
+int ldr_ktw_check_pad(const struct ktw_header *h, const uint8_t *meta)
+{
+	uint64_t lay_end = 4ull * h->n_layers;
+	uint64_t tab = h->table_off - h->layers_off;
+	uint64_t tab_end = tab + (uint64_t)h->n_layers * h->n_experts *
+			   sizeof(struct ktw_entry);
+
+	if (!all_zero(meta + lay_end, tab - lay_end))
+		return ldr_err(-EINVAL, "nonzero padding between the layer list and the table");
+	if (!all_zero(meta + tab_end, h->data_off - h->layers_off - tab_end))
+		return ldr_err(-EINVAL, "nonzero padding between the table and the first blob");
+	return 0;
+}
+
+bool ldr_ktw_tail_zero(const struct ktw_header *h, const void *blob)
+{
+	return all_zero((const uint8_t *)blob + h->expert_bytes,
+			h->blob_stride - h->expert_bytes);
+}
+
 int ldr_ktw_layout(struct ktw_header *h, const struct ldr_geom *g,
 		   uint32_t n_layers, uint32_t n_experts,
 		   struct ktw_entry *table)
@@ -221,13 +246,14 @@ int ldr_ktw_open(const char *path, int extra_flags, struct ldr_ktw **out)
 	ldr_err_clear();
 	k = calloc(1, sizeof(*k));
 	if (!k)
-		return -ENOMEM;
+		return ldr_err(-ENOMEM, "%s: out of memory", path);
 	k->path = strdup(path);
 	if (!k->path) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
-	k->fd = open(path, O_RDONLY | O_CLOEXEC | extra_flags);
+	k->fd = LDR_FAULT_CALL("open") ? -1 :
+		open(path, O_RDONLY | O_CLOEXEC | extra_flags);
 	if (k->fd < 0 && (extra_flags & O_DIRECT) && errno == EINVAL)
 		k->fd = open(path, O_RDONLY | O_CLOEXEC);	/* no O_DIRECT here */
 	if (k->fd < 0) {
@@ -294,9 +320,11 @@ int ldr_ktw_open(const char *path, int extra_flags, struct ldr_ktw **out)
 	memcpy(k->layer_ids, buf, 4ull * k->hdr.n_layers);
 	memcpy(k->table, buf + (k->hdr.table_off - k->hdr.layers_off),
 	       k->n_entries * sizeof(*k->table));
+	ret = ldr_ktw_check_meta(&k->hdr, k->layer_ids, k->table);
+	if (!ret)
+		ret = ldr_ktw_check_pad(&k->hdr, buf);
 	free(buf);
 	buf = NULL;
-	ret = ldr_ktw_check_meta(&k->hdr, k->layer_ids, k->table);
 	if (ret)
 		goto err_msg;
 	*out = k;
@@ -314,6 +342,8 @@ err_buf:
 err_close:
 	close(k->fd);
 err_free:
+	if (!*kt_last_error())	/* a bare ENOMEM, say */
+		ldr_err(ret, "%s: %s", path, strerror(-ret));
 	free(k->layer_ids);
 	free(k->table);
 	free(k->path);

@@ -55,6 +55,14 @@ int ldr_ktw_check_meta(const struct ktw_header *h, const int32_t *layer_ids,
 		       const struct ktw_entry *table);
 
 /*
+ * The padding no checksum covers must be zero: @meta holds the bytes from
+ * layers_off to data_off (after ldr_ktw_check_meta()); each blob's tail
+ * from expert_bytes to blob_stride (checked wherever its CRC is).
+ */
+int ldr_ktw_check_pad(const struct ktw_header *h, const uint8_t *meta);
+bool ldr_ktw_tail_zero(const struct ktw_header *h, const void *blob);
+
+/*
  * Writer side: fill a header for @g, @n_layers layers of @n_experts and
  * place the regions; table entries get their offsets (and layer/expert).
  */

@@ -73,6 +73,11 @@ static int blob_error(const struct ldr_ktw *k, uint64_t i, uint32_t crc)
 {
 	const struct ktw_entry *e = &k->table[i];
 
+	/* a matching checksum failed on the padding after the blob */
+	if (crc == e->crc)
+		return ldr_err(-EIO, "%s: layer %d (index %u), expert %u: nonzero padding after the blob",
+			       k->path, k->layer_ids[e->layer], e->layer,
+			       e->expert);
 	return ldr_err(-EIO, "%s: layer %d (index %u), expert %u: checksum %08x, expected %08x",
 		       k->path, k->layer_ids[e->layer], e->layer, e->expert,
 		       crc, e->crc);
@@ -87,7 +92,8 @@ static int span_done(void *arg, size_t idx, const struct ur_span *s)
 	if (!v->verify)
 		return 0;
 	crc = kern_crc32c(0, s->dst, v->k->hdr.expert_bytes);
-	if (crc != v->k->table[i].crc) {
+	if (crc != v->k->table[i].crc ||
+	    !ldr_ktw_tail_zero(&v->k->hdr, s->dst)) {
 		/* may run on the reader's helper thread: the message (thread
 		 * local) is written by the caller */
 		v->bad_entry = i;
@@ -216,7 +222,8 @@ static void *crc_thread(void *arg)
 		uint32_t crc = kern_crc32c(0, j->base + j->k->table[i].offset,
 					 j->k->hdr.expert_bytes);
 
-		if (crc != j->k->table[i].crc) {
+		if (crc != j->k->table[i].crc ||
+		    !ldr_ktw_tail_zero(&j->k->hdr, j->base + j->k->table[i].offset)) {
 			uint64_t expect = 0;
 
 			if (__atomic_compare_exchange_n(&j->bad, &expect, i + 1,

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/safetensors.h"
 
 static const struct {
@@ -186,11 +187,25 @@ out:
 	return ret;
 }
 
+int ldr_st_parse(struct ldr_st_file *f)
+{
+	uint64_t hlen;
+
+	if (f->size < 8)
+		return ldr_err(-EINVAL, "%s: %llu bytes, too short for a safetensors header",
+			       f->path, (unsigned long long)f->size);
+	memcpy(&hlen, f->map, 8);	/* little-endian, as is the host */
+	if (hlen < 2 || hlen > LDR_ST_MAX_HEADER || hlen > f->size - 8)
+		return ldr_err(-EINVAL, "%s: header length %llu does not fit the %llu-byte file",
+			       f->path, (unsigned long long)hlen,
+			       (unsigned long long)f->size);
+	return parse_header(f, (const char *)f->map + 8, hlen);
+}
+
 int ldr_st_open(const char *path, struct ldr_st_file **out)
 {
 	struct ldr_st_file *f;
 	struct stat st;
-	uint64_t hlen;
 	int ret;
 
 	f = calloc(1, sizeof(*f));
@@ -202,7 +217,7 @@ int ldr_st_open(const char *path, struct ldr_st_file **out)
 		ret = -ENOMEM;
 		goto err;
 	}
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	f->fd = LDR_FAULT_CALL("open") ? -1 : open(path, O_RDONLY | O_CLOEXEC);
 	if (f->fd < 0) {
 		ret = -errno;
 		ldr_err(ret, "%s: %s", path, strerror(errno));
@@ -218,21 +233,15 @@ int ldr_st_open(const char *path, struct ldr_st_file **out)
 			      path, (unsigned long long)f->size);
 		goto err;
 	}
-	f->map = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
+	f->map = LDR_FAULT_CALL("mmap") ? MAP_FAILED :
+		 mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
 	if (f->map == MAP_FAILED) {
 		f->map = NULL;
 		ret = -errno;
 		ldr_err(ret, "%s: mmap: %s", path, strerror(errno));
 		goto err;
 	}
-	memcpy(&hlen, f->map, 8);	/* little-endian, as is the host */
-	if (hlen < 2 || hlen > LDR_ST_MAX_HEADER || hlen > f->size - 8) {
-		ret = ldr_err(-EINVAL, "%s: header length %llu does not fit the %llu-byte file",
-			      path, (unsigned long long)hlen,
-			      (unsigned long long)f->size);
-		goto err;
-	}
-	ret = parse_header(f, (const char *)f->map + 8, hlen);
+	ret = ldr_st_parse(f);
 	if (ret)
 		goto err;
 	*out = f;

@@ -53,6 +53,12 @@ unsigned int ldr_st_dtype_size(enum ldr_st_dtype t);
  */
 int ldr_st_open(const char *path, struct ldr_st_file **out);
 void ldr_st_close(struct ldr_st_file *f);
+/*
+ * The validation of ldr_st_open() on @f->map of @f->size bytes (@f->path
+ * names it): fills tensors, n_tensors and names; ldr_st_close() frees them
+ * (with fd -1 and map NULL it touches nothing else).
+ */
+int ldr_st_parse(struct ldr_st_file *f);
 
 struct ldr_ckpt {
 	char *dir;

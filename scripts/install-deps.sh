@@ -7,6 +7,9 @@ set -eu
 
 pkgs="gcc g++ make libc6-dev pkg-config liburing-dev libnuma-dev libjansson-dev
 numactl fio libhugetlbfs-bin"
+# clang and its runtime (libFuzzer, ASan, UBSan) build `make fuzz`; the
+# runtime is only recommended by clang, and Debian 12 ships clang 14
+pkgs="$pkgs clang libclang-rt-14-dev"
 # the Python package's tests and the roofline picture
 pkgs="$pkgs python3-numpy python3-torch python3-setuptools python3-venv
 gnuplot-nox"

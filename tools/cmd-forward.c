@@ -12,163 +12,8 @@
 
 #include <kt/kt.h>
 #include "tools/cmd.h"
+#include "tools/npy.h"
 #include "tools/opts.h"
-
-struct npy {
-	char descr[16];
-	uint32_t ndim;
-	uint64_t shape[4];
-	void *data;
-	size_t bytes;
-};
-
-/* Value text after 'key': in a NumPy header dict, or NULL. */
-static const char *npy_key(const char *h, const char *key)
-{
-	char pat[32];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "'%s'", key);
-	p = strstr(h, pat);
-	if (!p) {
-		snprintf(pat, sizeof(pat), "\"%s\"", key);
-		p = strstr(h, pat);
-	}
-	if (!p)
-		return NULL;
-	p += strlen(pat);
-	while (*p == ' ')
-		p++;
-	if (*p++ != ':')
-		return NULL;
-	while (*p == ' ')
-		p++;
-	return p;
-}
-
-static int npy_parse_header(const char *h, struct npy *a, const char *path)
-{
-	const char *p, *q;
-	char *end;
-
-	p = npy_key(h, "descr");
-	if (!p || (*p != '\'' && *p != '"'))
-		goto bad;
-	q = strchr(p + 1, *p);
-	if (!q || q - p - 1 >= (long)sizeof(a->descr))
-		goto bad;
-	memcpy(a->descr, p + 1, (size_t)(q - p - 1));
-	a->descr[q - p - 1] = '\0';
-	p = npy_key(h, "fortran_order");
-	if (!p || strncmp(p, "False", 5)) {
-		fprintf(stderr, "kt forward: %s: only C-order arrays (fortran_order False)\n",
-			path);
-		return -EINVAL;
-	}
-	p = npy_key(h, "shape");
-	if (!p || *p++ != '(')
-		goto bad;
-	a->ndim = 0;
-	for (;;) {
-		unsigned long long v;
-
-		while (*p == ' ' || *p == ',')
-			p++;
-		if (*p == ')')
-			break;
-		if (a->ndim == 4)
-			goto bad;
-		errno = 0;
-		v = strtoull(p, &end, 10);
-		if (errno || end == p)
-			goto bad;
-		if (*end == 'L')	/* Python 2 longs */
-			end++;
-		a->shape[a->ndim++] = v;
-		p = end;
-	}
-	return 0;
-bad:
-	fprintf(stderr, "kt forward: %s: malformed .npy header\n", path);
-	return -EINVAL;
-}
-
-static int npy_read(const char *path, struct npy *a)
-{
-	unsigned char pre[12];
-	uint64_t elems = 1, esz;
-	uint32_t hlen;
-	char *h = NULL;
-	size_t pre_len;
-	long fsize;
-	FILE *f;
-	uint32_t i;
-
-	memset(a, 0, sizeof(*a));
-	f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "kt forward: %s: %s\n", path, strerror(errno));
-		return -errno;
-	}
-	if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6))
-		goto bad;
-	if (pre[6] == 1) {
-		hlen = pre[8] | (uint32_t)pre[9] << 8;
-		pre_len = 10;
-	} else if (pre[6] == 2 || pre[6] == 3) {
-		if (fread(pre + 10, 1, 2, f) != 2)
-			goto bad;
-		hlen = pre[8] | (uint32_t)pre[9] << 8 | (uint32_t)pre[10] << 16 |
-		       (uint32_t)pre[11] << 24;
-		pre_len = 12;
-	} else {
-		goto bad;
-	}
-	if (hlen > (1u << 20))
-		goto bad;
-	h = calloc(1, hlen + 1);
-	if (!h || fread(h, 1, hlen, f) != hlen)
-		goto bad;
-	if (npy_parse_header(h, a, path))
-		goto err;
-	if (!strcmp(a->descr, "<f4") || !strcmp(a->descr, "<i4"))
-		esz = 4;
-	else if (!strcmp(a->descr, "<i8"))
-		esz = 8;
-	else if (!strcmp(a->descr, "<u2") || !strcmp(a->descr, "<i2"))
-		esz = 2;
-	else {
-		fprintf(stderr, "kt forward: %s: unsupported dtype '%s' (<f4, <u2 for bf16, <i4, <i8)\n",
-			path, a->descr);
-		goto err;
-	}
-	for (i = 0; i < a->ndim; i++)
-		if (__builtin_mul_overflow(elems, a->shape[i], &elems))
-			goto bad;
-	if (__builtin_mul_overflow(elems, esz, &elems))
-		goto bad;
-	a->bytes = elems;
-	if (fseek(f, 0, SEEK_END) || (fsize = ftell(f)) < 0 ||
-	    (uint64_t)fsize < pre_len + hlen + a->bytes) {
-		fprintf(stderr, "kt forward: %s: shorter than its shape says\n", path);
-		goto err;
-	}
-	fseek(f, (long)(pre_len + hlen), SEEK_SET);
-	a->data = malloc(a->bytes ? a->bytes : 1);
-	if (!a->data || fread(a->data, 1, a->bytes, f) != a->bytes)
-		goto bad;
-	free(h);
-	fclose(f);
-	return 0;
-bad:
-	fprintf(stderr, "kt forward: %s: not a readable .npy file\n", path);
-err:
-	free(h);
-	free(a->data);
-	a->data = NULL;
-	fclose(f);
-	return -EINVAL;
-}
 
 /* Version 1.0, '<f4', C order; header padded so data starts 64-aligned. */
 static int npy_write_f32(const char *path, const float *y, uint64_t rows,
@@ -279,6 +124,8 @@ static int cmd_forward(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* each check names the file (and field) that is wrong: x against
+	 * the model, then ids against x, then weights against ids */
 	if (npy_read(xp, &x) || npy_read(idp, &ids) || npy_read(wp, &w))
 		goto out;
 	if (x.ndim != 2 || (strcmp(x.descr, "<f4") && strcmp(x.descr, "<u2"))) {
@@ -287,24 +134,6 @@ static int cmd_forward(int argc, char **argv)
 	}
 	T = x.shape[0];
 	H = x.shape[1];
-	if (ids.ndim != 2 || ids.shape[0] != T ||
-	    (strcmp(ids.descr, "<i4") && strcmp(ids.descr, "<i8"))) {
-		fprintf(stderr, "kt forward: %s: ids must be [%llu, k] <i4 or <i8\n",
-			idp, (unsigned long long)T);
-		goto out;
-	}
-	K = ids.shape[1];
-	if (w.ndim != 2 || w.shape[0] != T || w.shape[1] != K ||
-	    strcmp(w.descr, "<f4")) {
-		fprintf(stderr, "kt forward: %s: weights must be [%llu, %llu] <f4\n",
-			wp, (unsigned long long)T, (unsigned long long)K);
-		goto out;
-	}
-	if (!K || K > KT_MOE_MAX_TOPK) {
-		fprintf(stderr, "kt forward: top-k %llu is not in 1..%d\n",
-			(unsigned long long)K, KT_MOE_MAX_TOPK);
-		goto out;
-	}
 	ret = kt_ctx_create(&co, &ctx);
 	if (ret) {
 		fprintf(stderr, "kt forward: context: %s\n", strerror(-ret));
@@ -321,8 +150,32 @@ static int cmd_forward(int argc, char **argv)
 	ret = 1;
 	kt_model_get_info(m, &info);
 	if (H != info.hidden) {
-		fprintf(stderr, "kt forward: x has %llu columns, the model's hidden size is %u\n",
-			(unsigned long long)H, info.hidden);
+		fprintf(stderr, "kt forward: %s: x has %llu columns, the hidden size of %s is %u\n",
+			xp, (unsigned long long)H, model, info.hidden);
+		goto out;
+	}
+	if (ids.ndim != 2 ||
+	    (strcmp(ids.descr, "<i4") && strcmp(ids.descr, "<i8"))) {
+		fprintf(stderr, "kt forward: %s: ids must be [T, k] <i4 or <i8\n",
+			idp);
+		goto out;
+	}
+	if (ids.shape[0] != T) {
+		fprintf(stderr, "kt forward: %s: ids has %llu rows, x (%s) has %llu\n",
+			idp, (unsigned long long)ids.shape[0], xp,
+			(unsigned long long)T);
+		goto out;
+	}
+	K = ids.shape[1];
+	if (!K || K > KT_MOE_MAX_TOPK) {
+		fprintf(stderr, "kt forward: %s: ids has %llu columns: top-k must be in 1..%d\n",
+			idp, (unsigned long long)K, KT_MOE_MAX_TOPK);
+		goto out;
+	}
+	if (w.ndim != 2 || w.shape[0] != T || w.shape[1] != K ||
+	    strcmp(w.descr, "<f4")) {
+		fprintf(stderr, "kt forward: %s: weights must be [%llu, %llu] <f4 (the shape of ids)\n",
+			wp, (unsigned long long)T, (unsigned long long)K);
 		goto out;
 	}
 	idx = kt_model_layer_index(m, (int32_t)layer);
@@ -366,9 +219,9 @@ out:
 	free(y);
 	kt_model_destroy(m);
 	kt_ctx_destroy(ctx);
-	free(x.data);
-	free(ids.data);
-	free(w.data);
+	npy_free(&x);
+	npy_free(&ids);
+	npy_free(&w);
 	return ret;
 }
 

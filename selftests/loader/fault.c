@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fault.c - walk every fault-injection site (loader/fault.h) of kt convert
+ * and of opening/verifying a .ktw: fail the 1st, 2nd, ... call at each site
+ * until the operation no longer reaches it. Each failure must give a
+ * -errno with a message, leave no output and no temporary behind, and the
+ * same operation must then succeed; a fault the code tolerates (a fallback)
+ * must still give a complete file. Leaks are LeakSanitizer's to find: make
+ * fault-check builds this with ASan and -DKT_FAULT_INJECT. Skips elsewhere.
+ */
+#include <dirent.h>
+
+#include <kt/kt.h>
+#include "kt_test.h"
+#include "ckpt.h"
+#include "loader/fault.h"
+
+#ifdef KT_FAULT_INJECT
+#define MAX_NTH 2000	/* calls per site walked, at most */
+
+/* LeakSanitizer's check, now: the test child ends with _exit(), which
+ * skips the one at exit. Absent without ASan. */
+int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
+static unsigned int dir_entries(const char *dir)
+{
+	unsigned int n = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.' || (de->d_name[1] &&
+		     (de->d_name[1] != '.' || de->d_name[2]));
+	closedir(d);
+	return n;
+}
+
+/* @op with the nth call at every site failing in turn; see the top. */
+static void walk(struct kt_test_meta *_metadata, const char *what,
+		 int (*op)(void *), void *arg, const char *out,
+		 const char *dir)
+{
+	char sites[] = LDR_FAULT_SITES, spec[64], *site, *save;
+	unsigned int base = dir_entries(dir), total = 0;
+
+	for (site = strtok_r(sites, " ", &save); site;
+	     site = strtok_r(NULL, " ", &save)) {
+		unsigned int nth, failed = 0, tolerated = 0;
+		int ret;
+
+		for (nth = 1; nth <= MAX_NTH; nth++) {
+			snprintf(spec, sizeof(spec), "%s:%u", site, nth);
+			ldr_fault_set(spec);
+			ret = op(arg);
+			if (ldr_fault_hits() < nth) {
+				ASSERT_EQ(ret, 0);	/* not reached */
+				if (out)
+					unlink(out);
+				break;
+			}
+			if (!ret) {
+				/* tolerated: the result must still be whole */
+				tolerated++;
+				if (out)
+					ASSERT_EQ(kt_ktw_verify(out, NULL), 0);
+			} else {
+				failed++;
+				if (!*kt_last_error() || ret >= 0 ||
+				    (out && !access(out, F_OK)) ||
+				    dir_entries(dir) != base)
+					TH_LOG("%s %s: %d (%s), output %s, %u files (%u before)",
+					       what, spec, ret, kt_last_error(),
+					       out && !access(out, F_OK) ? "left" : "absent",
+					       dir_entries(dir), base);
+				ASSERT_LT(ret, 0);
+				ASSERT_NE(kt_last_error()[0], '\0');
+				if (out)
+					ASSERT_NE(access(out, F_OK), 0);
+				/* no temporary left behind */
+				ASSERT_EQ(dir_entries(dir), base);
+				/* and it works again once the fault is gone */
+				ldr_fault_set(NULL);
+				ASSERT_EQ(op(arg), 0);
+			}
+			if (out)
+				unlink(out);
+		}
+		ASSERT_LE(nth, MAX_NTH);
+		TH_LOG("%s: %-9s %3u calls: %u failed cleanly, %u tolerated",
+		       what, site, nth - 1, failed, tolerated);
+		total += nth - 1;
+	}
+	ldr_fault_set(NULL);
+	TH_LOG("%s: %u injected faults in all", what, total);
+	ASSERT_GT(total, 0u);
+	if (__lsan_do_recoverable_leak_check)
+		ASSERT_EQ(__lsan_do_recoverable_leak_check(), 0);
+}
+
+struct conv_arg {
+	struct kt_convert_opts o;
+};
+
+static int do_convert(void *arg)
+{
+	return kt_convert(&((struct conv_arg *)arg)->o);
+}
+
+TEST_TIMEOUT(convert_every_site, 600)
+{
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 3, 2, 2, 1, 61);
+	char d[256], out[300];
+	struct conv_arg a = { { .sz = sizeof(a.o), .quant = KT_QUANT_INT8,
+				.layer_last = -1, .threads = 2 } };
+
+	snprintf(d, sizeof(d), "/tmp/kt-fault-conv-%d", (int)getpid());
+	tck_rmdir(d);
+	ASSERT_EQ(tck_write(&c, d), 0);
+	snprintf(out, sizeof(out), "%s/out.ktw", d);
+	a.o.input = d;
+	a.o.output = out;
+	walk(_metadata, "convert", do_convert, &a, out, d);
+	tck_free(&c);
+	tck_rmdir(d);
+}
+
+static int do_verify(void *arg)
+{
+	struct kt_ktw_info info;
+	int ret = kt_ktw_verify(arg, NULL);
+
+	return ret ? ret : kt_ktw_inspect(arg, &info, NULL, 0);
+}
+
+TEST(verify_every_site)
+{
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 3, 2, 2, 1, 62);
+	struct kt_convert_opts o = { .sz = sizeof(o), .quant = KT_QUANT_INT4,
+				     .group_size = 32, .layer_last = -1,
+				     .threads = 1 };
+	char d[256], out[300];
+
+	snprintf(d, sizeof(d), "/tmp/kt-fault-verify-%d", (int)getpid());
+	tck_rmdir(d);
+	ASSERT_EQ(tck_write(&c, d), 0);
+	snprintf(out, sizeof(out), "%s/out.ktw", d);
+	o.input = d;
+	o.output = out;
+	ASSERT_EQ(kt_convert(&o), 0);
+	walk(_metadata, "verify", do_verify, out, NULL, d);
+	tck_free(&c);
+	tck_rmdir(d);
+}
+#else
+TEST(fault_injection)
+{
+	SKIP(return, "built without -DKT_FAULT_INJECT (make fault-check)");
+}
+#endif
+
+TEST_HARNESS_MAIN

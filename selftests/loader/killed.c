@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: MIT
+/*
+ * killed.c - crash safety: `kt convert` and `kt stage` killed with SIGKILL
+ * at random points, many times. The output name must then hold either
+ * nothing (or the previous complete file) or a complete file that passes
+ * kt_ktw_verify(); never a partial one. The kill points are spread over
+ * the measured length of one uninterrupted run; no timing is asserted.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <time.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+
+#include <stdbool.h>
+
+#include <kt/kt.h>
+#include "kt_test.h"
+#include "ckpt.h"
+
+#define KILLS 40	/* per command; KT_KILLS overrides */
+#define NR_PATH "/proc/sys/vm/nr_hugepages"
+#define EXTRA_PAGES 8
+
+static void kt_bin(char *buf, size_t n)
+{
+	const char *env = getenv("KT_BIN");
+	char self[PATH_MAX];
+	ssize_t l;
+
+	if (env) {
+		snprintf(buf, n, "%s", env);
+		return;
+	}
+	/* build/selftests/loader/killed -> build/kt */
+	l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[l > 0 ? l : 0] = '\0';
+	snprintf(buf, n, "%s/../../kt", dirname(self));
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static pid_t spawn(char *const argv[])
+{
+	pid_t pid = fork();
+
+	if (!pid) {
+		int fd = open("/dev/null", O_WRONLY);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Run to the end; its length in microseconds, or 0 when it failed. */
+static uint64_t timed_run(char *const argv[])
+{
+	uint64_t t0 = now_us();
+	int status;
+	pid_t pid = spawn(argv);
+
+	if (pid < 0 || waitpid(pid, &status, 0) != pid ||
+	    !WIFEXITED(status) || WEXITSTATUS(status))
+		return 0;
+	return now_us() - t0 + 1;
+}
+
+/* Start @argv, SIGKILL it after @delay_us; whether it died of the kill. */
+static bool run_killed(char *const argv[], uint64_t delay_us)
+{
+	int status;
+	pid_t pid = spawn(argv);
+
+	if (pid < 0)
+		return false;
+	usleep((useconds_t)delay_us);
+	kill(pid, SIGKILL);
+	if (waitpid(pid, &status, 0) != pid)
+		return false;
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+static unsigned int kills(void)
+{
+	const char *e = getenv("KT_KILLS");
+
+	return e && atoi(e) > 0 ? (unsigned int)atoi(e) : KILLS;
+}
+
+/* @path is absent (-1), or complete and verified (1); 0 if damaged. */
+static int outcome(struct kt_test_meta *_metadata, const char *path)
+{
+	int ret;
+
+	if (access(path, F_OK))
+		return -1;
+	ret = kt_ktw_verify(path, NULL);
+	if (ret)
+		TH_LOG("%s: %s", path, kt_last_error());
+	return ret ? 0 : 1;
+}
+
+/* Count the files of @dir other than @keep (NULL-terminated). */
+static unsigned int strays(const char *dir, const char *const *keep)
+{
+	unsigned int n = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	const char *const *k;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		bool known = de->d_name[0] == '.' && (!de->d_name[1] ||
+			     (de->d_name[1] == '.' && !de->d_name[2]));
+
+		for (k = keep; *k && !known; k++)
+			known = !strcmp(de->d_name, *k) ||
+				!strncmp(de->d_name, "model-", 6);
+		n += !known;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * A kill between the link of the finished O_TMPFILE as out.ktw.tmp.PID and
+ * its rename leaves that name behind: it must be complete. Check, remove
+ * and count such files.
+ */
+static unsigned int linked_tmps(struct kt_test_meta *_metadata,
+				const char *dir)
+{
+	char p[600];
+	unsigned int n = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "out.ktw.tmp.", 12))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		EXPECT_EQ(outcome(_metadata, p), 1);
+		unlink(p);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+TEST_TIMEOUT(convert_sigkill_leaves_nothing_or_a_whole_file, 600)
+{
+	static const char *const keep[] = { "config.json", "model.safetensors",
+					    "out.ktw", NULL };
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 256, 256, 8, 2, 2, 1, 51);
+	char d[256], out[300], bin[PATH_MAX];
+	char *argv[] = { bin, "convert", "--input", d, "--output", out,
+			 "--method", "int8", "--threads", "1", NULL };
+	unsigned int i, n = kills(), absent = 0, whole = 0, kept = 0, tmps = 0;
+	uint64_t full, seed = 0x51u;
+
+	snprintf(d, sizeof(d), "/tmp/kt-killed-conv-%d", (int)getpid());
+	tck_rmdir(d);
+	ASSERT_EQ(tck_write(&c, d), 0);
+	snprintf(out, sizeof(out), "%s/out.ktw", d);
+	kt_bin(bin, sizeof(bin));
+	full = timed_run(argv);
+	ASSERT_GT(full, 0u);
+	for (i = 0; i < n; i++) {
+		/* odd rounds start from a complete file: it must survive */
+		bool had = i & 1;
+		int o;
+
+		if (!had)
+			unlink(out);
+		else if (access(out, F_OK))
+			ASSERT_GT(timed_run(argv), 0u);
+		run_killed(argv, tck_rand(&seed) % (full + full / 4));
+		o = outcome(_metadata, out);
+		ASSERT_NE(o, 0);
+		if (had)
+			ASSERT_EQ(o, 1);
+		absent += o < 0;
+		whole += o > 0;
+		kept += had;
+		tmps += linked_tmps(_metadata, d);
+	}
+	TH_LOG("%u kills over %llu us: %u left nothing, %u a complete file (%u over a previous one); %u complete temporaries, %u other files",
+	       n, (unsigned long long)full, absent, whole, kept, tmps,
+	       strays(d, keep));
+	/* O_TMPFILE: a killed conversion leaves no partial temporary */
+	EXPECT_EQ(strays(d, keep), 0u);
+	tck_free(&c);
+	tck_rmdir(d);
+}
+
+static long read_long(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static int write_long(const char *path, long v)
+{
+	FILE *f = fopen(path, "w");
+	int ret;
+
+	if (!f)
+		return -1;
+	ret = fprintf(f, "%ld\n", v) > 0 ? 0 : -1;
+	return fclose(f) ? -1 : ret;
+}
+
+static long free_2m(void)
+{
+	return read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+}
+
+/* Remove what a killed stage left in @mnt (it would pin hugepages). */
+static unsigned int clean_mnt(const char *mnt)
+{
+	char p[600];
+	unsigned int n = 0;
+	struct dirent *de;
+	DIR *dd = opendir(mnt);
+
+	if (!dd)
+		return 0;
+	while ((de = readdir(dd))) {
+		if (!strncmp(de->d_name, ".m.ktw.tmp.", 11)) {
+			snprintf(p, sizeof(p), "%s/%s", mnt, de->d_name);
+			n += !unlink(p);
+		}
+	}
+	closedir(dd);
+	return n;
+}
+
+FIXTURE(stg) {
+	char dir[256];
+	char mnt[256];
+	char ktw[300];
+	long old_nr;
+	bool raised;
+	bool mounted;
+};
+
+FIXTURE_SETUP(stg)
+{
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 256, 256, 8, 2, 2, 1, 52);
+	struct kt_convert_opts o = { .sz = sizeof(o), .quant = KT_QUANT_INT8,
+				     .layer_last = -1, .threads = 1 };
+
+	snprintf(self->dir, sizeof(self->dir), "/tmp/kt-killed-stg-%d", (int)getpid());
+	snprintf(self->mnt, sizeof(self->mnt), "/tmp/kt-killed-mnt-%d", (int)getpid());
+	tck_rmdir(self->dir);
+	ASSERT_EQ(tck_write(&c, self->dir), 0);
+	tck_free(&c);
+	snprintf(self->ktw, sizeof(self->ktw), "%s/m.ktw", self->dir);
+	o.input = self->dir;
+	o.output = self->ktw;
+	ASSERT_EQ(kt_convert(&o), 0);
+	if (geteuid())
+		SKIP(return, "needs root to reserve hugepages and mount hugetlbfs");
+	self->old_nr = read_long(NR_PATH);
+	if (self->old_nr < 0 || free_2m() < 0)
+		SKIP(return, "no 2 MiB hugepage support");
+	if (free_2m() < EXTRA_PAGES) {
+		if (write_long(NR_PATH, self->old_nr + EXTRA_PAGES))
+			SKIP(return, "cannot raise vm.nr_hugepages");
+		self->raised = true;
+		if (free_2m() < EXTRA_PAGES)
+			SKIP(return, "the kernel found no %d free 2 MiB pages",
+			     EXTRA_PAGES);
+	}
+	if (mkdir(self->mnt, 0700) ||
+	    mount("kt-test", self->mnt, "hugetlbfs", 0, "pagesize=2M"))
+		SKIP(return, "cannot mount hugetlbfs: %s", strerror(errno));
+	self->mounted = true;
+}
+
+FIXTURE_TEARDOWN(stg)
+{
+	char staged[600];
+
+	snprintf(staged, sizeof(staged), "%s/m.ktw", self->mnt);
+	unlink(staged);
+	clean_mnt(self->mnt);
+	if (self->mounted)
+		umount(self->mnt);
+	rmdir(self->mnt);
+	if (self->raised)
+		write_long(NR_PATH, self->old_nr);
+	tck_rmdir(self->dir);
+}
+
+TEST_F_TIMEOUT(stg, stage_sigkill_leaves_nothing_or_a_whole_file, 600)
+{
+	char staged[600], bin[PATH_MAX];
+	char *argv[] = { bin, "stage", self->ktw, self->mnt, NULL };
+	unsigned int i, n = kills(), absent = 0, whole = 0, tmps = 0;
+	uint64_t full, seed = 0x52u;
+
+	snprintf(staged, sizeof(staged), "%s/m.ktw", self->mnt);
+	kt_bin(bin, sizeof(bin));
+	full = timed_run(argv);
+	/* the pages are the machine's: another process may take them
+	 * between the setup and here (stage.c tests kt stage itself) */
+	if (!full)
+		SKIP(return, "kt stage failed uninterrupted (hugepages taken meanwhile?)");
+	for (i = 0; i < n; i++) {
+		int o;
+
+		unlink(staged);
+		run_killed(argv, tck_rand(&seed) % (full + full / 4));
+		o = outcome(_metadata, staged);
+		ASSERT_NE(o, 0);
+		absent += o < 0;
+		whole += o > 0;
+		/* the temporary of a killed stage stays (hugetlbfs has no
+		 * O_TMPFILE): remove it, or the pages run out */
+		tmps += clean_mnt(self->mnt);
+	}
+	TH_LOG("%u kills over %llu us: %u left nothing, %u a complete file, %u temporaries left",
+	       n, (unsigned long long)full, absent, whole, tmps);
+}
+
+TEST_HARNESS_MAIN
