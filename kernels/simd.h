@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/kern.h"
+#include "kernels/layout.h"
 
 /*
  * Read loops of kt_ctx_measure_read_bw(): read [p, p + bytes) once with
@@ -36,6 +37,24 @@ uint64_t kern_peak_bf16_avx512(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_bf16_amx(uint64_t iters, uint64_t *sink);
 
 /*
+ * Bytes of one activation row of the SIMD variants (Documentation/simd.md):
+ * INT8 / INT4 K int8, the f32 scale, one int32 sum of q over the row
+ * (@group 0) or per group; BF16 K bf16. Padded to a cache line, so that
+ * rows stay aligned when the buffer is.
+ */
+static inline size_t kern_act_row_bytes_q(unsigned int K, unsigned int group)
+{
+	size_t b = (size_t)K + 4 + 4 * (size_t)(group ? K / group : 1);
+
+	return (b + 63) & ~(size_t)63;
+}
+
+static inline size_t kern_act_row_bytes_b16(unsigned int K)
+{
+	return ((size_t)K * 2 + 63) & ~(size_t)63;
+}
+
+/*
  * The per-ISA halves of the ops tables (kern.h), declared once so that the
  * AMX table can reuse the AVX-512 ones and the tests can call each.
  */
@@ -57,6 +76,27 @@ uint64_t kern_peak_bf16_amx(uint64_t iters, uint64_t *sink);
 	KERN_DECLARE_QUANT(bf16, isa);					\
 	size_t kern_scratch_bytes_##isa(const struct kern_geom *g,	\
 					unsigned int max_m)
+
+/* The ops table of a variant whose quantizations are all its own. */
+#define KERN_QUANT_OPS(quant, isa)					\
+	{								\
+		.act_row_bytes = kern_act_row_bytes_##quant##_##isa,	\
+		.act_prepare = kern_act_prepare_##quant##_##isa,	\
+		.scratch_bytes = kern_scratch_bytes_##isa,		\
+		.gate_up = kern_gate_up_##quant##_##isa,		\
+		.down = kern_down_##quant##_##isa,			\
+	}
+
+#define KERN_OPS(id, sfx)						\
+	{								\
+		.isa = id,						\
+		.name = #sfx,						\
+		.q = {							\
+			[KT_QUANT_INT8] = KERN_QUANT_OPS(int8, sfx),	\
+			[KT_QUANT_INT4] = KERN_QUANT_OPS(int4, sfx),	\
+			[KT_QUANT_BF16] = KERN_QUANT_OPS(bf16, sfx),	\
+		},							\
+	}
 
 KERN_DECLARE_ISA(avx2);
 KERN_DECLARE_ISA(avxvnni);
