@@ -13,9 +13,13 @@ uint64_t kern_read_avx2(const void *p, size_t bytes)
 	return read_loop(p, bytes);
 }
 
-/* vpmaddwd does 16 multiply-adds; the vpaddd that follows it in the
- * kernels is part of the cost, so it is part of the loop. */
-#define maddwd(a, x, y)		_mm256_add_epi32(a, _mm256_madd_epi16(x, y))
+/*
+ * vpmaddwd does 16 multiply-adds; the vpaddd that follows it in the
+ * kernels is part of the cost, so it is part of the loop. The product
+ * reads the chain's own accumulator (@x unused): a product of constants
+ * would be computed once, outside the loop.
+ */
+#define maddwd(a, x, y)		_mm256_add_epi32(a, _mm256_madd_epi16(a, y))
 
 PEAK_LOOP(kern_peak_int8_avx2, __m256i, int_init, maddwd, vi_add32,
 	  vi_hadd32, 16, _mm256_set1_epi16(3), _mm256_set1_epi16(-5))
