@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 # Kbuild-style build of kt: libkt.so, libkt.a, the kt command, the selftests.
 #   make [V=1] [O=dir] [W=1] [SAN=address|thread|undefined] [target]
-# Per-ISA sources are named *-avx2.c, *-avxvnni.c, *-avx512.c, *-amx.c and
-# get their -m flags from the name; CFLAGS_<file>.o adds flags to one object.
+# Per-ISA sources are named *-avx2.c, *-avxvnni.c, *-avx512bw.c,
+# *-avx512vnni.c, *-avx512.c, *-amx.c and get their -m flags from the name;
+# CFLAGS_<file>.o adds flags to one object.
 
 VERSION := 0.1.0
 SONAME := libkt.so.0
@@ -57,10 +58,11 @@ KT_LDFLAGS := $(SAN_LDFLAGS) $(LDFLAGS)
 # ISA flags chosen by file name; nothing ISA-specific is global.
 ISA_avx2 := -mavx2 -mfma -mf16c
 ISA_avxvnni := $(ISA_avx2) -mavxvnni
-ISA_avx512 := $(ISA_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512dq \
-	-mavx512vnni -mavx512bf16
+ISA_avx512bw := $(ISA_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
+ISA_avx512vnni := $(ISA_avx512bw) -mavx512vnni
+ISA_avx512 := $(ISA_avx512vnni) -mavx512bf16
 ISA_amx := $(ISA_avx512) -mamx-tile -mamx-int8 -mamx-bf16
-isa_of = $(foreach i,amx avx512 avxvnni avx2,$(if $(filter %-$(i),$(basename $(notdir $(1)))),$(ISA_$(i))))
+isa_of = $(foreach i,amx avx512 avx512vnni avx512bw avxvnni avx2,$(if $(filter %-$(i),$(basename $(notdir $(1)))),$(ISA_$(i))))
 
 LIB_SRCS := $(sort $(wildcard ktcore/*.c kernels/*.c loader/*.c uring/*.c gpu/*.c))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))

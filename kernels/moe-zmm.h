@@ -92,11 +92,63 @@ AI struct l2pf l2pf_share(const uint8_t *g, const uint8_t *u,
  */
 
 /*
+ * acc + the dots of 4 u8 of @u and 4 s8 of @s per int32 lane. Without
+ * VNNI, vpmaddubsw + vpmaddwd by ones: exact while each pair of products
+ * fits int16, which the callers keep (INT4 nibbles <= 15; INT8 |w| <= 128
+ * with |x| <= 127), so both builds give the same int32.
+ */
+AI __m512i dot4(__m512i acc, __m512i u, __m512i s)
+{
+#if ZMM_VNNI
+	return _mm512_dpbusd_epi32(acc, u, s);
+#else
+	return _mm512_add_epi32(acc, _mm512_madd_epi16(
+		_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+#endif
+}
+
+/*
+ * One INT8 weight line as the unsigned operand. With VNNI it is flipped
+ * once to u8 (w + 128, an XOR shared by all tokens) and 128 * sum(x) is
+ * taken back at the end. Without, |w| with the signs of w in @neg, given
+ * to the activations instead (dot_w8): w * x = |w| * (x or -x), no
+ * correction, and vpmaddubsw cannot saturate (2 * 128 * 127 < 32768).
+ */
+struct w8 {
+	__m512i u;
+	__mmask64 neg;
+};
+
+#define W8_CORR		(ZMM_VNNI ? 128 : 0)
+
+AI struct w8 w8_load(const uint8_t *p)
+{
+	__m512i v = _mm512_loadu_si512(p);
+	struct w8 w;
+
+#if ZMM_VNNI
+	w.u = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+	w.neg = 0;
+#else
+	w.u = _mm512_abs_epi8(v);
+	w.neg = _mm512_movepi8_mask(v);
+#endif
+	return w;
+}
+
+AI __m512i dot_w8(__m512i acc, struct w8 w, __m512i xb)
+{
+#if !ZMM_VNNI
+	xb = _mm512_mask_sub_epi8(xb, w.neg, _mm512_setzero_si512(), xb);
+#endif
+	return dot4(acc, w.u, xb);
+}
+
+/*
  * INT8, one matrix or (@two) two at once: gate and up of the same rows.
- * vpdpbusd multiplies unsigned by signed bytes: each weight line is flipped
- * once to u8 (w + 128, an XOR shared by all tokens) and the s8 activations
- * come straight from memory as the broadcast operand; 128 * sum(x) of the
- * run, kept in the activation row (@xsum), is taken back at the end.
+ * The s8 activations come straight from memory as the broadcast operand;
+ * W8_CORR * sum(x) of the run, kept in the activation row (@xsum), is taken
+ * back at the end.
  */
 AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	      unsigned int nt, const uint8_t *const *x,
@@ -104,7 +156,6 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	      __m512i *ou, const struct l2pf pf)
 {
 	const int CH = M <= 3 ? 2 : 1;
-	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	__m512i ag[2][MR], au[2][MR];
 	unsigned int t;
 	int m, c, j;
@@ -122,33 +173,30 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 #pragma GCC unroll 16
 		for (j = 0; j < NLINE; j++) {
 			const int s = CH == 2 ? (j & 1) : 0;
-			__m512i wg = _mm512_xor_si512(flip,
-					_mm512_loadu_si512(tg + j * LINE));
-			__m512i wu = wg;
+			struct w8 wg = w8_load(tg + j * LINE);
+			struct w8 wu = wg;
 
 			_mm_prefetch((const char *)tg + PF_DIST + j * LINE,
 				     _MM_HINT_T0);
 			if (two) {
-				wu = _mm512_xor_si512(flip,
-					_mm512_loadu_si512(tu + j * LINE));
+				wu = w8_load(tu + j * LINE);
 				_mm_prefetch((const char *)tu + PF_DIST +
 					     j * LINE, _MM_HINT_T0);
 			}
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
-				__m512i xb = bcast32(x[m] + t * KERN_TILE_K_INT8 + j * LANE);
+				__m512i xb = bcast32(x[m] +
+					t * KERN_TILE_K_INT8 + j * LANE);
 
-				ag[s][m] = _mm512_dpbusd_epi32(ag[s][m], wg,
-							       xb);
+				ag[s][m] = dot_w8(ag[s][m], wg, xb);
 				if (two)
-					au[s][m] = _mm512_dpbusd_epi32(
-						au[s][m], wu, xb);
+					au[s][m] = dot_w8(au[s][m], wu, xb);
 			}
 		}
 	}
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
-		__m512i corr = _mm512_set1_epi32(128 * xsum[m][0]);
+		__m512i corr = _mm512_set1_epi32(W8_CORR * xsum[m][0]);
 
 		if (CH == 2) {
 			ag[0][m] = _mm512_add_epi32(ag[0][m], ag[1][m]);
@@ -196,12 +244,12 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 				     _MM_HINT_T0);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
-				const uint8_t *xp = x[m] + t * KERN_TILE_K_INT4 + j * LANE;
+				const uint8_t *xp = x[m] +
+					t * KERN_TILE_K_INT4 + j * LANE;
 
-				al[m] = _mm512_dpbusd_epi32(al[m], wl,
-							    bcast32(xp));
-				ah[m] = _mm512_dpbusd_epi32(ah[m], wh,
-							    bcast32(xp + KERN_INT4_HI_K));
+				al[m] = dot4(al[m], wl, bcast32(xp));
+				ah[m] = dot4(ah[m], wh,
+					     bcast32(xp + KERN_INT4_HI_K));
 			}
 			/* flush whole groups: low nibbles hold k 0..63 of
 			 * the tile, high nibbles k 64..127 */
@@ -260,6 +308,51 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 		out[m] = f[m];
 }
 
+/*
+ * One BF16 weight line and its dot with a broadcast pair of activations:
+ * vdpbf16ps, or without it both widened to f32 by a shift (even k) or a
+ * mask (odd k) and two FMAs in k order.
+ */
+#if ZMM_BF16
+typedef __m512bh wbf;
+
+AI wbf wbf_load(const uint8_t *p)
+{
+	return (__m512bh)_mm512_loadu_si512(p);
+}
+
+AI __m512 dot_wbf(__m512 acc, __m512i xb, wbf w)
+{
+	return _mm512_dpbf16_ps(acc, (__m512bh)xb, w);
+}
+#else
+typedef struct {
+	__m512 e, o;
+} wbf;
+
+#define HI16	_mm512_set1_epi32((int)0xffff0000u)
+
+AI wbf wbf_load(const uint8_t *p)
+{
+	__m512i v = _mm512_loadu_si512(p);
+	wbf w = {
+		_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
+		_mm512_castsi512_ps(_mm512_and_si512(v, HI16)),
+	};
+
+	return w;
+}
+
+AI __m512 dot_wbf(__m512 acc, __m512i xb, wbf w)
+{
+	acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(xb, 16)),
+			      w.e, acc);
+	return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(xb,
+								      HI16)),
+			       w.o, acc);
+}
+#endif
+
 /* BF16, one matrix or (@two) two, accumulating into og/ou. */
 AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 		unsigned int nt, const uint8_t *const *x, const int M,
@@ -288,26 +381,24 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 #pragma GCC unroll 16
 		for (j = 0; j < NLINE; j++) {
 			const int s = CH == 2 ? (j & 1) : 0;
-			__m512bh wg = (__m512bh)_mm512_loadu_si512(tg + j * LINE);
-			__m512bh wu;
+			wbf wg = wbf_load(tg + j * LINE), wu;
 
 			_mm_prefetch((const char *)tg + PF_DIST + j * LINE,
 				     _MM_HINT_T0);
 			if (two) {
-				wu = (__m512bh)_mm512_loadu_si512(tu + j * LINE);
+				wu = wbf_load(tu + j * LINE);
 				_mm_prefetch((const char *)tu + PF_DIST +
 					     j * LINE, _MM_HINT_T0);
 			}
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
-				__m512bh xb = (__m512bh)bcast32(x[m] +
+				__m512i xb = bcast32(x[m] +
 						t * 2 * KERN_TILE_K_BF16 +
 						j * LANE);
 
-				ag[s][m] = _mm512_dpbf16_ps(ag[s][m], xb, wg);
+				ag[s][m] = dot_wbf(ag[s][m], xb, wg);
 				if (two)
-					au[s][m] = _mm512_dpbf16_ps(au[s][m],
-								    xb, wu);
+					au[s][m] = dot_wbf(au[s][m], xb, wu);
 			}
 		}
 	}

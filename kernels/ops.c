@@ -15,6 +15,8 @@ extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avxvnni;
 extern const struct kern_ops kern_ops_avx512;
 extern const struct kern_ops kern_ops_amx;
+extern const struct kern_ops kern_ops_avx512bw;
+extern const struct kern_ops kern_ops_avx512vnni;
 
 const struct kern_ops *kern_ops_get(enum kt_isa isa)
 {
@@ -29,6 +31,10 @@ const struct kern_ops *kern_ops_get(enum kt_isa isa)
 		return &kern_ops_avx512;
 	case KT_ISA_AMX:
 		return &kern_ops_amx;
+	case KT_ISA_AVX512BW:
+		return &kern_ops_avx512bw;
+	case KT_ISA_AVX512VNNI:
+		return &kern_ops_avx512vnni;
 	default:
 		return NULL;
 	}

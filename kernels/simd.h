@@ -19,7 +19,7 @@
  */
 uint64_t kern_read_scalar(const void *p, size_t bytes);
 uint64_t kern_read_avx2(const void *p, size_t bytes);
-uint64_t kern_read_avx512(const void *p, size_t bytes);
+uint64_t kern_read_avx512(const void *p, size_t bytes);	/* AVX512F only */
 
 /*
  * Peak loops of kt_ctx_measure_peak(): @iters rounds of register-resident
@@ -29,10 +29,12 @@ uint64_t kern_read_avx512(const void *p, size_t bytes);
 uint64_t kern_peak_int8_scalar(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_int8_avx2(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_int8_avxvnni(uint64_t iters, uint64_t *sink);
-uint64_t kern_peak_int8_avx512(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_int8_avx512bw(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_int8_avx512(uint64_t iters, uint64_t *sink);	/* VNNI */
 uint64_t kern_peak_int8_amx(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_bf16_scalar(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_bf16_avx2(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_bf16_avx512bw(uint64_t iters, uint64_t *sink);	/* FMA */
 uint64_t kern_peak_bf16_avx512(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_bf16_amx(uint64_t iters, uint64_t *sink);
 
@@ -101,6 +103,8 @@ static inline size_t kern_act_row_bytes_b16(unsigned int K)
 KERN_DECLARE_ISA(avx2);
 KERN_DECLARE_ISA(avxvnni);
 KERN_DECLARE_ISA(avx512);
+KERN_DECLARE_ISA(avx512bw);
+KERN_DECLARE_ISA(avx512vnni);
 KERN_DECLARE_ISA(amx);
 KERN_DECLARE_ISA(avxvnni_evex);
 
@@ -117,6 +121,12 @@ void kern_silu_mul_f32_avx2(float *out, const float *g, const float *u,
 void kern_exp_f32_avxvnni(float *out, const float *x, unsigned int n);
 void kern_silu_mul_f32_avxvnni(float *out, const float *g, const float *u,
 			       unsigned int n);
+void kern_exp_f32_avx512bw(float *out, const float *x, unsigned int n);
+void kern_silu_mul_f32_avx512bw(float *out, const float *g, const float *u,
+				unsigned int n);
+void kern_exp_f32_avx512vnni(float *out, const float *x, unsigned int n);
+void kern_silu_mul_f32_avx512vnni(float *out, const float *g,
+				  const float *u, unsigned int n);
 void kern_exp_f32_avxvnni_evex(float *out, const float *x, unsigned int n);
 void kern_silu_mul_f32_avxvnni_evex(float *out, const float *g,
 				    const float *u, unsigned int n);

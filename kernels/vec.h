@@ -47,6 +47,7 @@ typedef __m512i vi;
 #define vf_abs(a)		_mm512_abs_ps(a)
 #define vf_fmadd(a, b, c)	_mm512_fmadd_ps(a, b, c)
 #define vf_exp(x)		kern_exp_avx512(x)
+#define vf_silu_mul(g, u)	kern_silu_mul_avx512(g, u)
 #define vf_hmax(v)		_mm512_reduce_max_ps(v)
 #define vf_cvt_i32(v)		_mm512_cvtps_epi32(v)
 
@@ -108,6 +109,7 @@ typedef __m256i vi;
 					_mm256_set1_epi32(0x7fffffff)))
 #define vf_fmadd(a, b, c)	_mm256_fmadd_ps(a, b, c)
 #define vf_exp(x)		kern_exp_avx2(x)
+#define vf_silu_mul(g, u)	kern_silu_mul_avx2(g, u)
 #define vf_cvt_i32(v)		_mm256_cvtps_epi32(v)
 
 #define vi_zero()		_mm256_setzero_si256()
@@ -175,13 +177,5 @@ AI void vi_store_lo16(void *p, vi v)
 #else
 #error "VEC_BITS must be 512 or 256"
 #endif
-
-/* silu(g) * u = g / (1 + exp(-g)) * u, as kern_silu_f32() defines it. */
-AI vf vf_silu_mul(vf g, vf u)
-{
-	vf e = vf_exp(vf_sub(vf_zero(), g));
-
-	return vf_mul(vf_div(g, vf_add(vf_set1(1.0f), e)), u);
-}
 
 #endif /* KT_KERNELS_VEC_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vexp-avx2.h - exp on 8 f32 lanes for the fused gate+up of the 256-bit
+ * vexp-avx2.h - exp and SiLU on 8 f32 lanes for the fused gate+up of the 256-bit
  * variants (error bound: Documentation/kernels.md).
  */
 #ifndef KT_KERNELS_VEXP_AVX2_H
@@ -46,6 +46,15 @@ static inline __m256 kern_exp_avx2(__m256 x)
 	p = _mm256_blendv_ps(p, _mm256_set1_ps(__builtin_inff()),
 			     _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
 	return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), p);
+}
+
+/* silu(g) * u = g / (1 + exp(-g)) * u, as kern_silu_f32() defines it. */
+static inline __m256 kern_silu_mul_avx2(__m256 g, __m256 u)
+{
+	__m256 e = kern_exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
+
+	return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(
+				_mm256_set1_ps(1.0f), e)), u);
 }
 
 #endif /* KT_KERNELS_VEXP_AVX2_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vexp-avx512.h - exp on 16 f32 lanes for the fused gate+up of
+ * vexp-avx512.h - exp and SiLU on 16 f32 lanes for the fused gate+up of
  * the AVX-512 and AMX variants (error bound: Documentation/kernels.md).
  */
 #ifndef KT_KERNELS_VEXP_AVX512_H
@@ -37,6 +37,15 @@ static inline __m512 kern_exp_avx512(__m512 x)
 	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
 	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
 	return _mm512_scalef_ps(p, n);
+}
+
+/* silu(g) * u = g / (1 + exp(-g)) * u, as kern_silu_f32() defines it. */
+static inline __m512 kern_silu_mul_avx512(__m512 g, __m512 u)
+{
+	__m512 e = kern_exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+
+	return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(
+				_mm512_set1_ps(1.0f), e)), u);
 }
 
 #endif /* KT_KERNELS_VEXP_AVX512_H */

@@ -272,6 +272,16 @@ TEST(amx)
 	check_isa(_metadata, KT_ISA_AMX);
 }
 
+TEST(avx512vnni)
+{
+	check_isa(_metadata, KT_ISA_AVX512VNNI);
+}
+
+TEST(avx512bw)
+{
+	check_isa(_metadata, KT_ISA_AVX512BW);
+}
+
 /* The scalar table checked by the same code: the harness itself works. */
 TEST(scalar_self)
 {

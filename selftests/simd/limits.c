@@ -54,5 +54,7 @@ TEST(avx2) { check_isa(_metadata, KT_ISA_AVX2); }
 TEST(avxvnni) { check_isa(_metadata, KT_ISA_AVX_VNNI); }
 TEST(avx512) { check_isa(_metadata, KT_ISA_AVX512); }
 TEST(amx) { check_isa(_metadata, KT_ISA_AMX); }
+TEST(avx512vnni) { check_isa(_metadata, KT_ISA_AVX512VNNI); }
+TEST(avx512bw) { check_isa(_metadata, KT_ISA_AVX512BW); }
 
 TEST_HARNESS_MAIN
