@@ -162,6 +162,45 @@ AI float act_scale(const uint8_t *row, unsigned int K)
 	return s;
 }
 
+/* ---- the rows of one register block of tokens --------------------------- */
+
+/* Token i0 + m's gate/up activation row, its scale and its sums of q. */
+AI void gu_rows(const struct kern_gate_up_args *a, unsigned int i0,
+		const uint8_t **x, float *xs, const int32_t **gs, const int M)
+{
+	int m;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		x[m] = a->act + a->act_rows[i0 + m] * a->act_stride;
+		xs[m] = act_scale(x[m], a->K);
+		gs[m] = (const int32_t *)(x[m] + a->K + 4);
+	}
+}
+
+/*
+ * Token i0 + m's prepared row of chunk @c of a down call, its scale (INT8,
+ * INT4) broadcast and its sums of q.
+ */
+AI void down_rows(const struct kern_down_args *a, enum kt_quant q,
+		  unsigned int i0, unsigned int c, const uint8_t **x, vf *xs,
+		  const int32_t **gs, const int M)
+{
+	const size_t crow = q == KT_QUANT_BF16 ? (size_t)a->kc * 2 :
+			    kern_act_row_bytes_q(a->kc, q == KT_QUANT_INT4 ?
+						 a->group : 0);
+	int m;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		x[m] = a->act + (i0 + m) * a->act_stride +
+		       (c - a->k0 / a->kc) * crow;
+		if (q != KT_QUANT_BF16)
+			xs[m] = vf_set1(act_scale(x[m], a->kc));
+		gs[m] = (const int32_t *)(x[m] + a->kc + 4);
+	}
+}
+
 /* ---- y ----------------------------------------------------------------------
  * Token i0 + m of a down call: y[y_rows[i0 + m]][n] += w * part[n - ns0]
  * for n in [ns0, ns1), times the weight row's scale first for INT8 (its
@@ -188,6 +227,41 @@ AI void down_add_y(const struct kern_down_args *a, enum kt_quant q,
 			vf_store(y + n, vf_fmadd(w, s, vf_load(y + n)));
 		}
 	}
+}
+
+/*
+ * The entry points of a body over its static gate_up(a, q) and down(a, q),
+ * with a scratch of MR x DOWN_NSUB f32 partial sums.
+ */
+#define MOE_VEC_ENTRIES()						\
+void VNAME(kern_gate_up_int8)(const struct kern_gate_up_args *a)	\
+{									\
+	gate_up(a, KT_QUANT_INT8);					\
+}									\
+void VNAME(kern_gate_up_int4)(const struct kern_gate_up_args *a)	\
+{									\
+	gate_up(a, KT_QUANT_INT4);					\
+}									\
+void VNAME(kern_gate_up_bf16)(const struct kern_gate_up_args *a)	\
+{									\
+	gate_up(a, KT_QUANT_BF16);					\
+}									\
+void VNAME(kern_down_int8)(const struct kern_down_args *a)		\
+{									\
+	down(a, KT_QUANT_INT8);						\
+}									\
+void VNAME(kern_down_int4)(const struct kern_down_args *a)		\
+{									\
+	down(a, KT_QUANT_INT4);						\
+}									\
+void VNAME(kern_down_bf16)(const struct kern_down_args *a)		\
+{									\
+	down(a, KT_QUANT_BF16);						\
+}									\
+size_t VNAME(kern_scratch_bytes)(const struct kern_geom *g,		\
+				 unsigned int max_m)			\
+{									\
+	return sizeof(float) * MR * DOWN_NSUB;				\
 }
 
 #endif /* KT_KERNELS_MOE_VEC_H */

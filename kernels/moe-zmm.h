@@ -432,12 +432,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 	unsigned int K = a->K;
 	int m;
 
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		x[m] = a->act + a->act_rows[i0 + m] * a->act_stride;
-		xs[m] = act_scale(x[m], K);
-		gs[m] = (const int32_t *)(x[m] + K + 4);
-	}
+	gu_rows(a, i0, x, xs, gs, M);
 	{
 		__m512 g[MR], u[MR];
 
@@ -520,21 +515,6 @@ static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 		}
 }
 
-void VNAME(kern_gate_up_int8)(const struct kern_gate_up_args *a)
-{
-	gate_up(a, KT_QUANT_INT8);
-}
-
-void VNAME(kern_gate_up_int4)(const struct kern_gate_up_args *a)
-{
-	gate_up(a, KT_QUANT_INT4);
-}
-
-void VNAME(kern_gate_up_bf16)(const struct kern_gate_up_args *a)
-{
-	gate_up(a, KT_QUANT_BF16);
-}
-
 /* ---- down -----------------------------------------------------------------
  * K chunks outer, output blocks inner: for one chunk the blocks' tiles are
  * contiguous, so the weights stream in order; partial sums per token and
@@ -546,9 +526,6 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 		   float *part, unsigned int passes, const int M)
 {
 	const unsigned int P = a->kc / kern_tile_k(q);
-	const size_t crow = q == KT_QUANT_BF16 ? (size_t)a->kc * 2 :
-			    kern_act_row_bytes_q(a->kc, q == KT_QUANT_INT4 ?
-						 a->group : 0);
 	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
 	const unsigned int nsub = ns1 - ns0;
 	unsigned int c, nb;
@@ -558,16 +535,9 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 	for (c = c0; c < c1; c++) {
 		const uint8_t *x[MR];
 		const int32_t *gs[MR];
-		__m512 xs[MR];
+		vf xs[MR];
 
-#pragma GCC unroll 16
-		for (m = 0; m < M; m++) {
-			x[m] = a->act + (i0 + m) * a->act_stride +
-			       (c - c0) * crow;
-			if (q != KT_QUANT_BF16)
-				xs[m] = _mm512_set1_ps(act_scale(x[m], a->kc));
-			gs[m] = (const int32_t *)(x[m] + a->kc + 4);
-		}
+		down_rows(a, q, i0, c, x, xs, gs, M);
 		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
 			const uint8_t *tw = a->down->tiles + kern_tile_off(
 				kern_tile_kcm(a->N, a->kc, kern_tile_k(q), nb,
@@ -678,23 +648,4 @@ static void down(const struct kern_down_args *a, enum kt_quant q)
 	}
 }
 
-void VNAME(kern_down_int8)(const struct kern_down_args *a)
-{
-	down(a, KT_QUANT_INT8);
-}
-
-void VNAME(kern_down_int4)(const struct kern_down_args *a)
-{
-	down(a, KT_QUANT_INT4);
-}
-
-void VNAME(kern_down_bf16)(const struct kern_down_args *a)
-{
-	down(a, KT_QUANT_BF16);
-}
-
-size_t VNAME(kern_scratch_bytes)(const struct kern_geom *g,
-				 unsigned int max_m)
-{
-	return sizeof(float) * MR * DOWN_NSUB;
-}
+MOE_VEC_ENTRIES()

@@ -8,16 +8,10 @@
 #include "kernels/kern.h"
 
 /*
- * Strong references: a program linking libkt.a statically pulls in every
- * variant without --whole-archive.
+ * Strong references (kern.h declares the tables plainly): a program
+ * linking libkt.a statically pulls in every variant without
+ * --whole-archive.
  */
-extern const struct kern_ops kern_ops_avx2;
-extern const struct kern_ops kern_ops_avxvnni;
-extern const struct kern_ops kern_ops_avx512;
-extern const struct kern_ops kern_ops_amx;
-extern const struct kern_ops kern_ops_avx512bw;
-extern const struct kern_ops kern_ops_avx512vnni;
-
 const struct kern_ops *kern_ops_get(enum kt_isa isa)
 {
 	switch (isa) {

@@ -112,24 +112,18 @@ KERN_DECLARE_ISA(avxvnni_evex);
  * The vector exp and silu(g) * u of the variants, over arrays (@n a
  * multiple of 16): the AMX variant's post-processing and the tests.
  */
-void kern_exp_f32_avx512(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
-			      unsigned int n);
-void kern_exp_f32_avx2(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avx2(float *out, const float *g, const float *u,
-			    unsigned int n);
-void kern_exp_f32_avxvnni(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avxvnni(float *out, const float *g, const float *u,
-			       unsigned int n);
-void kern_exp_f32_avx512bw(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avx512bw(float *out, const float *g, const float *u,
-				unsigned int n);
-void kern_exp_f32_avx512vnni(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avx512vnni(float *out, const float *g,
-				  const float *u, unsigned int n);
-void kern_exp_f32_avxvnni_evex(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avxvnni_evex(float *out, const float *g,
-				    const float *u, unsigned int n);
+#define KERN_DECLARE_EXP(isa)						\
+	void kern_exp_f32_##isa(float *out, const float *x,		\
+				unsigned int n);			\
+	void kern_silu_mul_f32_##isa(float *out, const float *g,	\
+				     const float *u, unsigned int n)
+
+KERN_DECLARE_EXP(avx512);
+KERN_DECLARE_EXP(avx512bw);
+KERN_DECLARE_EXP(avx512vnni);
+KERN_DECLARE_EXP(avx2);
+KERN_DECLARE_EXP(avxvnni);
+KERN_DECLARE_EXP(avxvnni_evex);
 
 /*
  * Tokens per expert from which the AMX variant runs its tile kernels
