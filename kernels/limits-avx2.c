@@ -22,7 +22,7 @@ uint64_t kern_read_avx2(const void *p, size_t bytes)
 #define maddwd(a, x, y)		_mm256_add_epi32(a, _mm256_madd_epi16(a, y))
 
 PEAK_LOOP(kern_peak_int8_avx2, __m256i, int_init, maddwd, vi_add32,
-	  vi_hadd32, 16, _mm256_set1_epi16(3), _mm256_set1_epi16(-5))
+	  vi_fold64, 16, _mm256_set1_epi16(3), _mm256_set1_epi16(-5))
 
 PEAK_LOOP(kern_peak_bf16_avx2, __m256, fma_init, fma_mac, vf_add,
 	  _mm256_cvtss_f32, 8, _mm256_set1_ps(1.0f), _mm256_set1_ps(0x1p-7f))

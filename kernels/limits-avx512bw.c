@@ -23,7 +23,7 @@ uint64_t kern_read_avx512(const void *p, size_t bytes)
 				_mm512_maddubs_epi16(a, y), x))
 
 PEAK_LOOP(kern_peak_int8_avx512bw, __m512i, int_init, dotbw, vi_add32,
-	  vi_hadd32, 64, _mm512_set1_epi16(1), _mm512_set1_epi8(-5))
+	  vi_fold64, 64, _mm512_set1_epi16(1), _mm512_set1_epi8(-5))
 
 PEAK_LOOP(kern_peak_bf16_avx512bw, __m512, fma_init, fma_mac, vf_add,
 	  _mm512_reduce_add_ps, 16, _mm512_set1_ps(1.0f),

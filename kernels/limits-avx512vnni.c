@@ -11,4 +11,4 @@
 #define dpbusd(a, x, y)		_mm512_dpbusd_epi32(a, x, y)
 
 PEAK_LOOP(kern_peak_int8_avx512, __m512i, int_init, dpbusd, vi_add32,
-	  vi_hadd32, 64, _mm512_set1_epi8(3), _mm512_set1_epi8(-5))
+	  vi_fold64, 64, _mm512_set1_epi8(3), _mm512_set1_epi8(-5))

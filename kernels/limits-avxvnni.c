@@ -10,4 +10,4 @@
 #define dpbusd(a, x, y)		_mm256_dpbusd_avx_epi32(a, x, y)
 
 PEAK_LOOP(kern_peak_int8_avxvnni, __m256i, int_init, dpbusd, vi_add32,
-	  vi_hadd32, 32, _mm256_set1_epi8(3), _mm256_set1_epi8(-5))
+	  vi_fold64, 32, _mm256_set1_epi8(3), _mm256_set1_epi8(-5))

@@ -61,7 +61,6 @@ typedef __m512i vi;
 #define vi_set1_8(x)		_mm512_set1_epi8(x)
 #define vi_set1_32(x)		_mm512_set1_epi32(x)
 #define vi_hadd32(v)		_mm512_reduce_add_epi32(v)
-#define vi_fold64(v)		((uint64_t)_mm512_reduce_add_epi64(v))
 
 /* VF_LANES bf16 at @p widened to f32 (a bf16 is the high half of one). */
 AI vf vf_load_bf16(const void *p)
@@ -140,14 +139,6 @@ AI int32_t vi_hadd32(vi v)
 	return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
 }
 
-AI uint64_t vi_fold64(vi v)
-{
-	return (uint64_t)_mm256_extract_epi64(v, 0) ^
-	       (uint64_t)_mm256_extract_epi64(v, 1) ^
-	       (uint64_t)_mm256_extract_epi64(v, 2) ^
-	       (uint64_t)_mm256_extract_epi64(v, 3);
-}
-
 AI vf vf_load_bf16(const void *p)
 {
 	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(
@@ -177,5 +168,18 @@ AI void vi_store_lo16(void *p, vi v)
 #else
 #error "VEC_BITS must be 512 or 256"
 #endif
+
+/* The bits of @v folded by xor: no arithmetic, so wrapped sums are fine. */
+AI uint64_t vi_fold64(vi v)
+{
+	uint64_t r = 0, w;
+	size_t i;
+
+	for (i = 0; i < sizeof(v); i += 8) {
+		memcpy(&w, (const char *)&v + i, 8);
+		r ^= w;
+	}
+	return r;
+}
 
 #endif /* KT_KERNELS_VEC_H */
