@@ -3,8 +3,9 @@
 #   make [V=1] [O=dir] [W=1] [SAN=address|thread|undefined] [target]
 # Each folder's Kbuild lists its objects (obj-y: libkt or the kt command;
 # obj-test: linked into the selftests only). Per-ISA sources are named
-# *-avx2.c, *-avxvnni.c, *-avx512.c, *-amx.c and get their -m flags from the
-# name; CFLAGS_<file>.o adds flags to one object.
+# *-avx2.c, *-avxvnni.c, *-avx512bw.c, *-avx512vnni.c, *-avx512.c, *-amx.c
+# and get their -m flags from the name; CFLAGS_<file>.o adds flags to one
+# object.
 
 # The version is written once, in include/kt/version.h.
 VERSION := $(shell sed -n 's/^.define KT_VERSION_[A-Z]* *\([0-9][0-9]*\)$$/\1/p' \
@@ -62,10 +63,11 @@ KT_LDFLAGS := $(SAN_LDFLAGS) $(LDFLAGS)
 # ISA flags chosen by file name; nothing ISA-specific is global.
 ISA_avx2 := -mavx2 -mfma -mf16c
 ISA_avxvnni := $(ISA_avx2) -mavxvnni
-ISA_avx512 := $(ISA_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512dq \
-	-mavx512vnni -mavx512bf16
+ISA_avx512bw := $(ISA_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
+ISA_avx512vnni := $(ISA_avx512bw) -mavx512vnni
+ISA_avx512 := $(ISA_avx512vnni) -mavx512bf16
 ISA_amx := $(ISA_avx512) -mamx-tile -mamx-int8 -mamx-bf16
-isa_of = $(foreach i,amx avx512 avxvnni avx2,$(if $(filter %-$(i),$(basename $(notdir $(1)))),$(ISA_$(i))))
+isa_of = $(foreach i,amx avx512 avx512vnni avx512bw avxvnni avx2,$(if $(filter %-$(i),$(basename $(notdir $(1)))),$(ISA_$(i))))
 
 # The floors, lowest first (Documentation/layers.md).
 LIB_DIRS := kernels uring gpu ktcore loader

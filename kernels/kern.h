@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kern.h - the kernel ops table: what one ISA variant (scalar, AVX2,
- * AVX-VNNI, AVX-512, AMX) offers the MoE executor, per quantization.
+ * AVX-VNNI, AVX-512 and its BW / VNNI subsets, AMX) offers the MoE executor, per quantization.
  */
 #ifndef KT_KERNELS_KERN_H
 #define KT_KERNELS_KERN_H
@@ -146,6 +146,8 @@ extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avxvnni;
 extern const struct kern_ops kern_ops_avx512;
 extern const struct kern_ops kern_ops_amx;
+extern const struct kern_ops kern_ops_avx512bw;
+extern const struct kern_ops kern_ops_avx512vnni;
 
 /*
  * The ops of @isa, or NULL when that variant is not compiled in (or @isa

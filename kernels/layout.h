@@ -14,11 +14,17 @@
 #define KERN_TILE_BYTES		1024	/* one tile */
 #define KERN_TILE_ROWS		16	/* output rows (N) of one tile */
 #define KERN_TILE_ROW_BYTES	64	/* bytes of one tile row */
+/* Tile rows (64-byte lines) of one tile: one K step of 4 bytes each. */
+#define KERN_TILE_LINES		(KERN_TILE_BYTES / KERN_TILE_ROW_BYTES)
+/* Bytes of one output row within a tile row (the VNNI group). */
+#define KERN_TILE_LANE_BYTES	4
 
 /* K covered by one tile, per quantization. */
 #define KERN_TILE_K_INT8	64	/* 16 x 64 int8 */
 #define KERN_TILE_K_BF16	32	/* 16 x 32 bf16 */
 #define KERN_TILE_K_INT4	128	/* 16 x 128 nibbles: k and k + 64 share a byte */
+/* INT4: the high nibble of the byte of k holds k + KERN_INT4_HI_K. */
+#define KERN_INT4_HI_K		(KERN_TILE_K_INT4 / 2)
 
 /*
  * KC, the down chunk: the down matrix is stored chunk-major in KC columns,
@@ -48,6 +54,39 @@ static inline unsigned int kern_tile_k(enum kt_quant q)
 static inline size_t kern_tile_off(size_t t)
 {
 	return t * KERN_TILE_BYTES;
+}
+
+/*
+ * Index of the tile of output block @nb and K block @kb (@kt the K of a
+ * tile): gate and up are row-block-major over K, down is k-chunk-major
+ * over N with @kc its chunk.
+ */
+static inline size_t kern_tile_rbm(unsigned int K, unsigned int kt,
+				   unsigned int nb, unsigned int kb)
+{
+	return (size_t)nb * (K / kt) + kb;
+}
+
+static inline size_t kern_tile_kcm(unsigned int N, unsigned int kc,
+				   unsigned int kt, unsigned int nb,
+				   unsigned int kb)
+{
+	unsigned int p = kc / kt;
+
+	return (size_t)(kb / p) * (N / KERN_TILE_ROWS) * p + (size_t)nb * p +
+	       kb % p;
+}
+
+/* Byte of output row @r, K column @c (< kern_tile_k(@q)) inside a tile. */
+static inline unsigned int kern_tile_byte(enum kt_quant q, unsigned int r,
+					  unsigned int c)
+{
+	if (q == KT_QUANT_BF16)
+		return (c / 2) * KERN_TILE_ROW_BYTES + r * KERN_TILE_LANE_BYTES +
+		       (c % 2) * 2;
+	if (q == KT_QUANT_INT4)
+		c %= KERN_INT4_HI_K;
+	return (c / 4) * KERN_TILE_ROW_BYTES + r * KERN_TILE_LANE_BYTES + c % 4;
 }
 
 #endif /* KT_KERNELS_LAYOUT_H */

@@ -61,6 +61,8 @@ kern_read_fn kern_read_for(enum kt_isa isa)
 	switch (isa) {
 	case KT_ISA_AMX:
 	case KT_ISA_AVX512:
+	case KT_ISA_AVX512VNNI:
+	case KT_ISA_AVX512BW:
 		return kern_read_avx512;
 	case KT_ISA_AVX_VNNI:
 	case KT_ISA_AVX2:
@@ -79,6 +81,10 @@ kern_peak_fn kern_peak_for(enum kt_isa isa, enum kt_quant q)
 		return bf16 ? kern_peak_bf16_amx : kern_peak_int8_amx;
 	case KT_ISA_AVX512:
 		return bf16 ? kern_peak_bf16_avx512 : kern_peak_int8_avx512;
+	case KT_ISA_AVX512VNNI:
+		return bf16 ? kern_peak_bf16_avx512bw : kern_peak_int8_avx512;
+	case KT_ISA_AVX512BW:
+		return bf16 ? kern_peak_bf16_avx512bw : kern_peak_int8_avx512bw;
 	case KT_ISA_AVX_VNNI:
 		return bf16 ? kern_peak_bf16_avx2 : kern_peak_int8_avxvnni;
 	case KT_ISA_AVX2:

@@ -14,21 +14,6 @@
 #define YMM_VNNI 1
 #include "kernels/moe-ymm.h"
 
-#define QUANT_OPS(q)							\
-	{								\
-		.act_row_bytes = kern_act_row_bytes_##q##_avxvnni_evex,	\
-		.act_prepare = kern_act_prepare_##q##_avxvnni_evex,	\
-		.scratch_bytes = kern_scratch_bytes_avxvnni_evex,	\
-		.gate_up = kern_gate_up_##q##_avxvnni_evex,		\
-		.down = kern_down_##q##_avxvnni_evex,			\
-	}
-
-const struct kern_ops kern_ops_avxvnni_evex = {
-	.isa = KT_ISA_AVX512,
-	.name = "avxvnni_evex",
-	.q = {
-		[KT_QUANT_INT8] = QUANT_OPS(int8),
-		[KT_QUANT_INT4] = QUANT_OPS(int4),
-		[KT_QUANT_BF16] = QUANT_OPS(bf16),
-	},
-};
+/* KT_ISA_AVX512: what the CPU must run; the name tells it apart */
+const struct kern_ops kern_ops_avxvnni_evex = KERN_OPS(KT_ISA_AVX512,
+						       avxvnni_evex);

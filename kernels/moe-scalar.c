@@ -9,6 +9,7 @@
 
 #include "kernels/fp.h"
 #include "kernels/kern.h"
+#include "kernels/layout.h"
 
 /*
  * Prepared rows: INT8/INT4 are K int8 values then the f32 scale, padded to
@@ -94,7 +95,8 @@ static const uint8_t *tile_rbm(const uint8_t *tiles, unsigned int K,
 			       unsigned int kt, unsigned int n,
 			       unsigned int kb)
 {
-	return tiles + ((size_t)(n / 16) * (K / kt) + kb) * 1024;
+	return tiles + kern_tile_off(kern_tile_rbm(K, kt, n / KERN_TILE_ROWS,
+						  kb));
 }
 
 /* Tile of output row n, K block kb: k-chunk-major (down). */
@@ -102,20 +104,19 @@ static const uint8_t *tile_kcm(const uint8_t *tiles, unsigned int N,
 			       unsigned int kc, unsigned int kt,
 			       unsigned int n, unsigned int kb)
 {
-	unsigned int p = kc / kt;
-
-	return tiles + ((size_t)(kb / p) * (N / 16) * p +
-			(size_t)(n / 16) * p + kb % p) * 1024;
+	return tiles + kern_tile_off(kern_tile_kcm(N, kc, kt,
+						  n / KERN_TILE_ROWS, kb));
 }
 
-/* int32 dot of row r of an INT8 tile with 64 int8 activations. */
+/* int32 dot of row r of an INT8 tile with its K int8 activations. */
 static int32_t dot_tile_i8(const uint8_t *t, unsigned int r, const int8_t *x)
 {
 	int32_t acc = 0;
 	unsigned int c;
 
-	for (c = 0; c < 64; c++)
-		acc += (int32_t)(int8_t)t[(c / 4) * 64 + r * 4 + c % 4] * x[c];
+	for (c = 0; c < KERN_TILE_K_INT8; c++)
+		acc += (int32_t)(int8_t)t[kern_tile_byte(KT_QUANT_INT8, r, c)] *
+		       x[c];
 	return acc;
 }
 
@@ -127,9 +128,8 @@ static int32_t dot_tile_i4(const uint8_t *t, unsigned int r,
 	unsigned int c;
 
 	for (c = c0; c < c0 + len; c++) {
-		unsigned int kk = c % 64;
-		uint8_t b = t[(kk / 4) * 64 + r * 4 + kk % 4];
-		int q = (c < 64 ? (b & 0xf) : (b >> 4)) - 8;
+		uint8_t b = t[kern_tile_byte(KT_QUANT_INT4, r, c)];
+		int q = (c < KERN_INT4_HI_K ? (b & 0xf) : (b >> 4)) - 8;
 
 		acc += q * x[c - c0];
 	}
@@ -141,10 +141,10 @@ static float dot_tile_bf16(const uint8_t *t, unsigned int r,
 {
 	unsigned int c;
 
-	for (c = 0; c < 32; c++) {
+	for (c = 0; c < KERN_TILE_K_BF16; c++) {
 		uint16_t w;
 
-		memcpy(&w, t + (c / 2) * 64 + r * 4 + (c % 2) * 2, 2);
+		memcpy(&w, t + kern_tile_byte(KT_QUANT_BF16, r, c), 2);
 		/* a bf16 product is exact in f32: the same as fmaf */
 		acc += kern_bf16_to_f32(x[c]) * kern_bf16_to_f32(w);
 	}
@@ -158,9 +158,10 @@ static float row_dot_int8(const struct kern_mat *m, unsigned int K,
 	int32_t acc = 0;
 	unsigned int kb;
 
-	for (kb = 0; kb < K / 64; kb++)
-		acc += dot_tile_i8(tile_rbm(m->tiles, K, 64, n, kb), n % 16,
-				   (const int8_t *)x + kb * 64);
+	for (kb = 0; kb < K / KERN_TILE_K_INT8; kb++)
+		acc += dot_tile_i8(tile_rbm(m->tiles, K, KERN_TILE_K_INT8, n,
+					    kb), n % KERN_TILE_ROWS,
+				   (const int8_t *)x + kb * KERN_TILE_K_INT8);
 	return (float)acc * (act_scale(x, K) * m->scales[n]);
 }
 
@@ -173,9 +174,11 @@ static float row_dot_int4(const struct kern_mat *m, unsigned int N,
 
 	for (g = 0; g < K / group; g++) {
 		unsigned int k = g * group;
-		int32_t d = dot_tile_i4(tile_rbm(m->tiles, K, 128, n, k / 128),
-					n % 16, (const int8_t *)x + k,
-					k % 128, group);
+		int32_t d = dot_tile_i4(tile_rbm(m->tiles, K, KERN_TILE_K_INT4,
+						 n, k / KERN_TILE_K_INT4),
+					n % KERN_TILE_ROWS,
+					(const int8_t *)x + k,
+					k % KERN_TILE_K_INT4, group);
 
 		acc += (float)d * m->scales[(size_t)g * N + n];
 	}
@@ -188,9 +191,11 @@ static float row_dot_bf16(const struct kern_mat *m, unsigned int K,
 	float acc = 0.0f;
 	unsigned int kb;
 
-	for (kb = 0; kb < K / 32; kb++)
-		acc = dot_tile_bf16(tile_rbm(m->tiles, K, 32, n, kb), n % 16,
-				    (const uint16_t *)x + kb * 32, acc);
+	for (kb = 0; kb < K / KERN_TILE_K_BF16; kb++)
+		acc = dot_tile_bf16(tile_rbm(m->tiles, K, KERN_TILE_K_BF16, n,
+					     kb), n % KERN_TILE_ROWS,
+				    (const uint16_t *)x + kb * KERN_TILE_K_BF16,
+				    acc);
 	return acc;
 }
 
@@ -245,6 +250,11 @@ void kern_gate_up_bf16_scalar(const struct kern_gate_up_args *a)
 	gate_up_common(a, KT_QUANT_BF16);
 }
 
+/* K of one tile, short for the deep loops of down */
+#define KT8	KERN_TILE_K_INT8
+#define KT4	KERN_TILE_K_INT4
+#define KT16	KERN_TILE_K_BF16
+
 /*
  * Down: per chunk, an int32 (INT8) or per-group (INT4) dot scaled by the
  * chunk's activation scale, summed in f32 over the chunks; then the weight
@@ -267,13 +277,13 @@ void kern_down_int8_scalar(const struct kern_down_args *a)
 					crow;
 				int32_t d = 0;
 
-				for (kb = 0; kb < a->kc / 64; kb++)
+				for (kb = 0; kb < a->kc / KT8; kb++)
 					d += dot_tile_i8(
 						tile_kcm(a->down->tiles, a->N,
-							 a->kc, 64, n,
-							 c * (a->kc / 64) + kb),
-						n % 16,
-						(const int8_t *)x + kb * 64);
+							 a->kc, KT8, n,
+							 c * (a->kc / KT8) + kb),
+						n % KERN_TILE_ROWS,
+						(const int8_t *)x + kb * KT8);
 				acc += (float)d * act_scale(x, a->kc);
 			}
 			y[n] += a->w[i] * (acc * a->down->scales[n]);
@@ -303,11 +313,11 @@ void kern_down_int4_scalar(const struct kern_down_args *a)
 						g * a->group;
 					int32_t d = dot_tile_i4(
 						tile_kcm(a->down->tiles, a->N,
-							 a->kc, 128, n,
-							 k / 128),
-						n % 16,
+							 a->kc, KT4, n,
+							 k / KT4),
+						n % KERN_TILE_ROWS,
 						(const int8_t *)x + g * a->group,
-						k % 128, a->group);
+						k % KT4, a->group);
 
 					cacc += (float)d * a->down->scales[
 						(size_t)(k / a->group) * a->N +
@@ -336,12 +346,13 @@ void kern_down_bf16_scalar(const struct kern_down_args *a)
 				const uint16_t *x = (const uint16_t *)(row +
 					(c - a->k0 / a->kc) * crow);
 
-				for (kb = 0; kb < a->kc / 32; kb++)
+				for (kb = 0; kb < a->kc / KT16; kb++)
 					acc = dot_tile_bf16(
 						tile_kcm(a->down->tiles, a->N,
-							 a->kc, 32, n,
-							 c * (a->kc / 32) + kb),
-						n % 16, x + kb * 32, acc);
+							 a->kc, KT16, n,
+							 c * (a->kc / KT16) + kb),
+						n % KERN_TILE_ROWS, x + kb * KT16,
+						acc);
 			}
 			y[n] += a->w[i] * acc;
 		}

@@ -8,14 +8,10 @@
 #include "kernels/kern.h"
 
 /*
- * Strong references: a program linking libkt.a statically pulls in every
- * variant without --whole-archive.
+ * Strong references (kern.h declares the tables plainly): a program
+ * linking libkt.a statically pulls in every variant without
+ * --whole-archive.
  */
-extern const struct kern_ops kern_ops_avx2;
-extern const struct kern_ops kern_ops_avxvnni;
-extern const struct kern_ops kern_ops_avx512;
-extern const struct kern_ops kern_ops_amx;
-
 const struct kern_ops *kern_ops_get(enum kt_isa isa)
 {
 	switch (isa) {
@@ -29,6 +25,10 @@ const struct kern_ops *kern_ops_get(enum kt_isa isa)
 		return &kern_ops_avx512;
 	case KT_ISA_AMX:
 		return &kern_ops_amx;
+	case KT_ISA_AVX512BW:
+		return &kern_ops_avx512bw;
+	case KT_ISA_AVX512VNNI:
+		return &kern_ops_avx512vnni;
 	default:
 		return NULL;
 	}

@@ -30,7 +30,9 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 	l->quant = q;
 	l->hidden = hidden;
 	l->inter = inter;
-	if (!hidden || !inter || hidden % 128 || inter % 128) {
+	/* every quantization's tiles must divide both */
+	if (!hidden || !inter || hidden % KERN_TILE_K_INT4 ||
+	    inter % KERN_TILE_K_INT4) {
 		l->err = "hidden and inter must be nonzero multiples of 128";
 		return -EINVAL;
 	}
@@ -96,31 +98,15 @@ static void mat_dims(const struct kern_pack_layout *l, enum kern_mat_id id,
 size_t kern_pack_elem_off(const struct kern_pack_layout *l,
 			  enum kern_mat_id id, unsigned int n, unsigned int k)
 {
-	unsigned int N, K, nb = n / 16, r = n % 16, kb = k / l->kt;
-	unsigned int c = k % l->kt;
-	size_t tile, in;
+	unsigned int N, K, nb = n / KERN_TILE_ROWS, kb = k / l->kt;
+	size_t tile;
 
 	mat_dims(l, id, &N, &K);
-	if (id == KERN_MAT_DOWN) {
-		unsigned int p = l->kc / l->kt;
-
-		tile = (size_t)(kb / p) * (N / 16) * p + (size_t)nb * p + kb % p;
-	} else {
-		tile = (size_t)nb * (K / l->kt) + kb;
-	}
-	switch (l->quant) {
-	case KT_QUANT_INT8:
-		in = (c / 4) * 64 + r * 4 + c % 4;
-		break;
-	case KT_QUANT_BF16:
-		in = (c / 2) * 64 + r * 4 + (c % 2) * 2;
-		break;
-	default:
-		c %= 64;
-		in = (c / 4) * 64 + r * 4 + c % 4;
-		break;
-	}
-	return tile * KERN_TILE_BYTES + in;
+	tile = id == KERN_MAT_DOWN ? kern_tile_kcm(N, l->kc, l->kt, nb, kb) :
+				     kern_tile_rbm(K, l->kt, nb, kb);
+	return kern_tile_off(tile) + kern_tile_byte(l->quant,
+						    n % KERN_TILE_ROWS,
+						    k % l->kt);
 }
 
 /* Rows [n0, n0 + rows) of the source as f32. */
@@ -397,19 +383,13 @@ static uint8_t *tile_at(const struct kern_pack_layout *l, enum kern_mat_id id,
 			uint8_t *tiles, unsigned int N, unsigned int K,
 			unsigned int nb, unsigned int kb)
 {
-	size_t t;
-
-	if (id == KERN_MAT_DOWN) {
-		unsigned int p = l->kc / l->kt;
-
-		t = (size_t)(kb / p) * (N / 16) * p + (size_t)nb * p + kb % p;
-	} else {
-		t = (size_t)nb * (K / l->kt) + kb;
-	}
-	return tiles + t * KERN_TILE_BYTES;
+	return tiles + kern_tile_off(id == KERN_MAT_DOWN ?
+				     kern_tile_kcm(N, l->kc, l->kt, nb, kb) :
+				     kern_tile_rbm(K, l->kt, nb, kb));
 }
 
-/* Write the 16 rows @q ([16][K] int8 or bf16) into their tiles. */
+/* Write the 16 rows @q ([16][K] int8 or bf16) into their tiles: per tile
+ * row @c, the 4 bytes of each output row @r. */
 static void write_tiles(const struct kern_pack_layout *l, enum kern_mat_id id,
 			uint8_t *tiles, unsigned int N, unsigned int K,
 			unsigned int nb, const void *q)
@@ -421,25 +401,26 @@ static void write_tiles(const struct kern_pack_layout *l, enum kern_mat_id id,
 	for (kb = 0; kb < K / l->kt; kb++) {
 		uint8_t *t = tile_at(l, id, tiles, N, K, nb, kb);
 
-		for (c = 0; c < 16; c++) {
-			for (r = 0; r < 16; r++) {
-				uint8_t *d = t + c * 64 + r * 4;
-				size_t row = (size_t)r * K;
+		for (c = 0; c < KERN_TILE_LINES; c++) {
+			for (r = 0; r < KERN_TILE_ROWS; r++) {
+				uint8_t *d = t + c * KERN_TILE_ROW_BYTES +
+					     r * KERN_TILE_LANE_BYTES;
+				size_t row = (size_t)r * K + kb * l->kt;
 
 				switch (l->quant) {
 				case KT_QUANT_INT8:
-					memcpy(d, q8 + row + kb * 64 + c * 4, 4);
+					memcpy(d, q8 + row + c * 4, 4);
 					break;
 				case KT_QUANT_BF16:
-					memcpy(d, h + row + kb * 32 + c * 2, 4);
+					memcpy(d, h + row + c * 2, 4);
 					break;
 				default:
 					for (i = 0; i < 4; i++) {
-						size_t k = row + kb * 128 +
-							c * 4 + i;
+						size_t k = row + c * 4 + i;
 
 						d[i] = (uint8_t)((q8[k] + 8) |
-							((q8[k + 64] + 8) << 4));
+							((q8[k + KERN_INT4_HI_K]
+							  + 8) << 4));
 					}
 					break;
 				}
@@ -462,18 +443,19 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 	    dtype != KT_DTYPE_F16)
 		return -EINVAL;
 	mat_dims(l, id, &N, &K);
-	rows = malloc((size_t)16 * K * sizeof(float));
-	q = malloc((size_t)16 * K * 2);
+	rows = malloc((size_t)KERN_TILE_ROWS * K * sizeof(float));
+	q = malloc((size_t)KERN_TILE_ROWS * K * 2);
 	if (!rows || !q) {
 		free(rows);
 		free(q);
 		return -ENOMEM;
 	}
-	for (nb = 0; nb < N / 16; nb++) {
-		load_rows(src, dtype, src_stride, nb * 16, 16, K, rows);
-		for (r = 0; r < 16; r++) {
+	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
+		load_rows(src, dtype, src_stride, nb * KERN_TILE_ROWS,
+			  KERN_TILE_ROWS, K, rows);
+		for (r = 0; r < KERN_TILE_ROWS; r++) {
 			const float *v = rows + (size_t)r * K;
-			unsigned int n = nb * 16 + r;
+			unsigned int n = nb * KERN_TILE_ROWS + r;
 
 			switch (l->quant) {
 			case KT_QUANT_INT8:
@@ -541,7 +523,8 @@ float kern_pack_get(const struct kern_pack_layout *l, enum kern_mat_id id,
 	case KT_QUANT_INT8:
 		return (float)(int8_t)*p * scales[n];
 	case KT_QUANT_INT4: {
-		int nib = k % 128 < 64 ? (*p & 0xf) : (*p >> 4);
+		int nib = k % KERN_TILE_K_INT4 < KERN_INT4_HI_K ? (*p & 0xf) :
+			  (*p >> 4);
 
 		return (float)(nib - 8) * scales[(size_t)(k / l->group) * N + n];
 	}

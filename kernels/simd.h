@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/kern.h"
+#include "kernels/layout.h"
 
 /*
  * Read loops of kt_ctx_measure_read_bw(): read [p, p + bytes) once with
@@ -18,7 +19,7 @@
  */
 uint64_t kern_read_scalar(const void *p, size_t bytes);
 uint64_t kern_read_avx2(const void *p, size_t bytes);
-uint64_t kern_read_avx512(const void *p, size_t bytes);
+uint64_t kern_read_avx512(const void *p, size_t bytes);	/* AVX512F only */
 
 /*
  * Peak loops of kt_ctx_measure_peak(): @iters rounds of register-resident
@@ -28,12 +29,32 @@ uint64_t kern_read_avx512(const void *p, size_t bytes);
 uint64_t kern_peak_int8_scalar(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_int8_avx2(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_int8_avxvnni(uint64_t iters, uint64_t *sink);
-uint64_t kern_peak_int8_avx512(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_int8_avx512bw(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_int8_avx512(uint64_t iters, uint64_t *sink);	/* VNNI */
 uint64_t kern_peak_int8_amx(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_bf16_scalar(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_bf16_avx2(uint64_t iters, uint64_t *sink);
+uint64_t kern_peak_bf16_avx512bw(uint64_t iters, uint64_t *sink);	/* FMA */
 uint64_t kern_peak_bf16_avx512(uint64_t iters, uint64_t *sink);
 uint64_t kern_peak_bf16_amx(uint64_t iters, uint64_t *sink);
+
+/*
+ * Bytes of one activation row of the SIMD variants (Documentation/simd.md):
+ * INT8 / INT4 K int8, the f32 scale, one int32 sum of q over the row
+ * (@group 0) or per group; BF16 K bf16. Padded to a cache line, so that
+ * rows stay aligned when the buffer is.
+ */
+static inline size_t kern_act_row_bytes_q(unsigned int K, unsigned int group)
+{
+	size_t b = (size_t)K + 4 + 4 * (size_t)(group ? K / group : 1);
+
+	return (b + 63) & ~(size_t)63;
+}
+
+static inline size_t kern_act_row_bytes_b16(unsigned int K)
+{
+	return ((size_t)K * 2 + 63) & ~(size_t)63;
+}
 
 /*
  * The per-ISA halves of the ops tables (kern.h), declared once so that the
@@ -58,9 +79,32 @@ uint64_t kern_peak_bf16_amx(uint64_t iters, uint64_t *sink);
 	size_t kern_scratch_bytes_##isa(const struct kern_geom *g,	\
 					unsigned int max_m)
 
+/* The ops table of a variant whose quantizations are all its own. */
+#define KERN_QUANT_OPS(quant, isa)					\
+	{								\
+		.act_row_bytes = kern_act_row_bytes_##quant##_##isa,	\
+		.act_prepare = kern_act_prepare_##quant##_##isa,	\
+		.scratch_bytes = kern_scratch_bytes_##isa,		\
+		.gate_up = kern_gate_up_##quant##_##isa,		\
+		.down = kern_down_##quant##_##isa,			\
+	}
+
+#define KERN_OPS(id, sfx)						\
+	{								\
+		.isa = id,						\
+		.name = #sfx,						\
+		.q = {							\
+			[KT_QUANT_INT8] = KERN_QUANT_OPS(int8, sfx),	\
+			[KT_QUANT_INT4] = KERN_QUANT_OPS(int4, sfx),	\
+			[KT_QUANT_BF16] = KERN_QUANT_OPS(bf16, sfx),	\
+		},							\
+	}
+
 KERN_DECLARE_ISA(avx2);
 KERN_DECLARE_ISA(avxvnni);
 KERN_DECLARE_ISA(avx512);
+KERN_DECLARE_ISA(avx512bw);
+KERN_DECLARE_ISA(avx512vnni);
 KERN_DECLARE_ISA(amx);
 KERN_DECLARE_ISA(avxvnni_evex);
 
@@ -68,18 +112,18 @@ KERN_DECLARE_ISA(avxvnni_evex);
  * The vector exp and silu(g) * u of the variants, over arrays (@n a
  * multiple of 16): the AMX variant's post-processing and the tests.
  */
-void kern_exp_f32_avx512(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avx512(float *out, const float *g, const float *u,
-			      unsigned int n);
-void kern_exp_f32_avx2(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avx2(float *out, const float *g, const float *u,
-			    unsigned int n);
-void kern_exp_f32_avxvnni(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avxvnni(float *out, const float *g, const float *u,
-			       unsigned int n);
-void kern_exp_f32_avxvnni_evex(float *out, const float *x, unsigned int n);
-void kern_silu_mul_f32_avxvnni_evex(float *out, const float *g,
-				    const float *u, unsigned int n);
+#define KERN_DECLARE_EXP(isa)						\
+	void kern_exp_f32_##isa(float *out, const float *x,		\
+				unsigned int n);			\
+	void kern_silu_mul_f32_##isa(float *out, const float *g,	\
+				     const float *u, unsigned int n)
+
+KERN_DECLARE_EXP(avx512);
+KERN_DECLARE_EXP(avx512bw);
+KERN_DECLARE_EXP(avx512vnni);
+KERN_DECLARE_EXP(avx2);
+KERN_DECLARE_EXP(avxvnni);
+KERN_DECLARE_EXP(avxvnni_evex);
 
 /*
  * Tokens per expert from which the AMX variant runs its tile kernels

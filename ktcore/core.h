@@ -93,6 +93,8 @@ void core_logv_global(enum kt_log_level level, const char *fmt, ...)
 /* CPU features: KT_CPU_* usable now; AMX permission is requested once. */
 uint32_t core_cpu_flags(void);
 enum kt_isa core_isa_best(uint32_t cpu_flags);
+/* The next variant below @isa in preference (scalar: KT_ISA_AUTO). */
+enum kt_isa core_isa_lower(enum kt_isa isa);
 /* @isa is a variant (not AUTO) that a CPU with @cpu_flags runs. */
 bool core_isa_runs(enum kt_isa isa, uint32_t cpu_flags);
 /* Parse a KT_ISA spelling; -EINVAL when unknown. */

@@ -29,22 +29,38 @@ static const char *const isa_names[KT_ISA_COUNT] = {
 	[KT_ISA_AVX_VNNI] = "avxvnni",
 	[KT_ISA_AVX512] = "avx512",
 	[KT_ISA_AMX] = "amx",
+	[KT_ISA_AVX512BW] = "avx512bw",
+	[KT_ISA_AVX512VNNI] = "avx512vnni",
 };
+
+#define NEEDS_AVX512BW	(KT_CPU_AVX2 | KT_CPU_FMA | KT_CPU_F16C |	\
+			 KT_CPU_AVX512F | KT_CPU_AVX512BW |		\
+			 KT_CPU_AVX512VL | KT_CPU_AVX512DQ)
 
 static const uint32_t isa_needs[KT_ISA_COUNT] = {
 	[KT_ISA_AVX2] = KT_CPU_AVX2 | KT_CPU_FMA | KT_CPU_F16C,
 	[KT_ISA_AVX_VNNI] = KT_CPU_AVX2 | KT_CPU_FMA | KT_CPU_F16C |
 			    KT_CPU_AVX_VNNI,
-	[KT_ISA_AVX512] = KT_CPU_AVX2 | KT_CPU_FMA | KT_CPU_F16C |
-			  KT_CPU_AVX512F | KT_CPU_AVX512BW | KT_CPU_AVX512VL |
-			  KT_CPU_AVX512DQ | KT_CPU_AVX512VNNI |
+	[KT_ISA_AVX512BW] = NEEDS_AVX512BW,
+	[KT_ISA_AVX512VNNI] = NEEDS_AVX512BW | KT_CPU_AVX512VNNI,
+	[KT_ISA_AVX512] = NEEDS_AVX512BW | KT_CPU_AVX512VNNI |
 			  KT_CPU_AVX512BF16,
-	[KT_ISA_AMX] = KT_CPU_AVX2 | KT_CPU_FMA | KT_CPU_F16C |
-		       KT_CPU_AVX512F | KT_CPU_AVX512BW | KT_CPU_AVX512VL |
-		       KT_CPU_AVX512DQ | KT_CPU_AVX512VNNI |
+	[KT_ISA_AMX] = NEEDS_AVX512BW | KT_CPU_AVX512VNNI |
 		       KT_CPU_AVX512BF16 | KT_CPU_AMX_TILE | KT_CPU_AMX_INT8 |
 		       KT_CPU_AMX_BF16,
 };
+
+/*
+ * The variants from the best down: the order auto picks in and a missing
+ * quantization falls back in. The enum only grows at its end, so its
+ * numbers are not this order.
+ */
+static const enum kt_isa isa_order[] = {
+	KT_ISA_AMX, KT_ISA_AVX512, KT_ISA_AVX512VNNI, KT_ISA_AVX512BW,
+	KT_ISA_AVX_VNNI, KT_ISA_AVX2, KT_ISA_SCALAR,
+};
+_Static_assert(sizeof(isa_order) / sizeof(isa_order[0]) == KT_ISA_COUNT - 1,
+	       "every variant has a place in isa_order");
 
 static uint32_t cpu_flags;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
@@ -143,13 +159,23 @@ bool core_isa_runs(enum kt_isa isa, uint32_t flags)
 	return (flags & isa_needs[isa]) == isa_needs[isa];
 }
 
+enum kt_isa core_isa_lower(enum kt_isa isa)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < sizeof(isa_order) / sizeof(isa_order[0]); i++)
+		if (isa_order[i] == isa)
+			return isa_order[i + 1];
+	return KT_ISA_AUTO;
+}
+
 enum kt_isa core_isa_best(uint32_t flags)
 {
-	int isa;
+	enum kt_isa isa;
 
-	for (isa = KT_ISA_COUNT - 1; isa > KT_ISA_SCALAR; isa--)
-		if (core_isa_runs((enum kt_isa)isa, flags))
-			return (enum kt_isa)isa;
+	for (isa = isa_order[0]; isa != KT_ISA_SCALAR; isa = core_isa_lower(isa))
+		if (core_isa_runs(isa, flags))
+			return isa;
 	return KT_ISA_SCALAR;
 }
 

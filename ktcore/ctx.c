@@ -49,7 +49,8 @@ static int ctx_pick_isa(struct kt_ctx *ctx, enum kt_isa want,
 		ctx->isa = want;
 		return 0;
 	}
-	for (isa = core_isa_best(ctx->cpu_flags); isa > KT_ISA_SCALAR; isa--)
+	for (isa = core_isa_best(ctx->cpu_flags); isa != KT_ISA_SCALAR;
+	     isa = core_isa_lower((enum kt_isa)isa))
 		if (core_isa_runs((enum kt_isa)isa, ctx->cpu_flags) &&
 		    (!available || available((enum kt_isa)isa)))
 			break;

@@ -174,7 +174,8 @@ static const struct kern_quant_ops *pick_ops(const struct kt_ctx *ctx,
 	uint32_t flags = core_cpu_flags();
 	int isa;
 
-	for (isa = kt_ctx_isa(ctx); isa >= KT_ISA_SCALAR; isa--) {
+	for (isa = kt_ctx_isa(ctx); isa != KT_ISA_AUTO;
+	     isa = core_isa_lower((enum kt_isa)isa)) {
 		const struct kern_quant_ops *qo =
 			kern_quant_ops_get(kern_ops_get((enum kt_isa)isa), q);
 

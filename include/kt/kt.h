@@ -56,6 +56,8 @@ enum kt_isa {
 	KT_ISA_AVX_VNNI = 3,	/* AVX2 + AVX-VNNI */
 	KT_ISA_AVX512 = 4,	/* AVX-512 F/BW/VL/VNNI/BF16 */
 	KT_ISA_AMX = 5,		/* AVX-512 variant + AMX tile/int8/bf16 */
+	KT_ISA_AVX512BW = 6,	/* AVX-512 F/BW/VL/DQ (Skylake-SP) */
+	KT_ISA_AVX512VNNI = 7,	/* AVX-512 F/BW/VL/DQ/VNNI (Cascade/Ice Lake) */
 	KT_ISA_COUNT
 };
 

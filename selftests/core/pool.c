@@ -287,6 +287,39 @@ TEST(isa_choice)
 	EXPECT_EQ(core_ctx_create(&o, NULL, NULL, &ctx), -EINVAL);
 }
 
+/*
+ * The AVX-512 Xeons before Cooper Lake get a 512-bit variant: the flags of
+ * Skylake-SP (no VNNI, no BF16), Cascade / Ice Lake (VNNI) and Sapphire
+ * Rapids, and the fall-back order below each.
+ */
+TEST(isa_choice_avx512_subsets)
+{
+	const uint32_t skx = KT_CPU_AVX2 | KT_CPU_FMA | KT_CPU_F16C |
+			     KT_CPU_AVX512F | KT_CPU_AVX512BW |
+			     KT_CPU_AVX512VL | KT_CPU_AVX512DQ;
+	const uint32_t clx = skx | KT_CPU_AVX512VNNI;
+	const uint32_t spr = clx | KT_CPU_AVX512BF16 | KT_CPU_AVX_VNNI |
+			     KT_CPU_AMX_TILE | KT_CPU_AMX_INT8 |
+			     KT_CPU_AMX_BF16;
+	enum kt_isa isa, n = KT_ISA_AMX;
+	int seen = 0;
+
+	EXPECT_EQ(core_isa_best(skx), KT_ISA_AVX512BW);
+	EXPECT_EQ(core_isa_best(clx), KT_ISA_AVX512VNNI);
+	EXPECT_EQ(core_isa_best(clx & ~KT_CPU_AVX512BW), KT_ISA_AVX2);
+	EXPECT_EQ(core_isa_best(spr), KT_ISA_AMX);
+	EXPECT_EQ(core_isa_best(spr & ~(KT_CPU_AMX_TILE)), KT_ISA_AVX512);
+	EXPECT_FALSE(core_isa_runs(KT_ISA_AVX512, clx));
+	EXPECT_TRUE(core_isa_runs(KT_ISA_AVX512BW, spr));
+	/* every variant once, from the best down to scalar */
+	for (isa = n; isa != KT_ISA_AUTO; isa = core_isa_lower(isa))
+		seen |= 1 << isa;
+	EXPECT_EQ(seen, (1 << KT_ISA_COUNT) - 1 - (1 << KT_ISA_AUTO));
+	EXPECT_EQ(core_isa_lower(KT_ISA_AVX512), KT_ISA_AVX512VNNI);
+	EXPECT_EQ(core_isa_lower(KT_ISA_AVX512VNNI), KT_ISA_AVX512BW);
+	EXPECT_EQ(core_isa_lower(KT_ISA_SCALAR), KT_ISA_AUTO);
+}
+
 TEST(sysinfo_is_sane)
 {
 	struct kt_sysinfo si;

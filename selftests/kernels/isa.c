@@ -264,6 +264,8 @@ FIXTURE_VARIANT_ADD(isa, avx2) { .isa = KT_ISA_AVX2 };
 FIXTURE_VARIANT_ADD(isa, avxvnni) { .isa = KT_ISA_AVX_VNNI };
 FIXTURE_VARIANT_ADD(isa, avx512) { .isa = KT_ISA_AVX512 };
 FIXTURE_VARIANT_ADD(isa, amx) { .isa = KT_ISA_AMX };
+FIXTURE_VARIANT_ADD(isa, avx512vnni) { .isa = KT_ISA_AVX512VNNI };
+FIXTURE_VARIANT_ADD(isa, avx512bw) { .isa = KT_ISA_AVX512BW };
 
 FIXTURE_SETUP(isa)
 {

@@ -32,6 +32,8 @@ FIXTURE_VARIANT_ADD(limits, avx2) { .isa = KT_ISA_AVX2 };
 FIXTURE_VARIANT_ADD(limits, avxvnni) { .isa = KT_ISA_AVX_VNNI };
 FIXTURE_VARIANT_ADD(limits, avx512) { .isa = KT_ISA_AVX512 };
 FIXTURE_VARIANT_ADD(limits, amx) { .isa = KT_ISA_AMX };
+FIXTURE_VARIANT_ADD(limits, avx512vnni) { .isa = KT_ISA_AVX512VNNI };
+FIXTURE_VARIANT_ADD(limits, avx512bw) { .isa = KT_ISA_AVX512BW };
 
 FIXTURE_SETUP(limits)
 {

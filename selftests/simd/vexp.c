@@ -75,5 +75,6 @@ out:
 TEST(avx512) { check_exp(_metadata, KT_ISA_AVX512, kern_exp_f32_avx512, kern_silu_mul_f32_avx512); }
 TEST(avx2) { check_exp(_metadata, KT_ISA_AVX2, kern_exp_f32_avx2, kern_silu_mul_f32_avx2); }
 TEST(avxvnni) { check_exp(_metadata, KT_ISA_AVX_VNNI, kern_exp_f32_avxvnni, kern_silu_mul_f32_avxvnni); }
+TEST(avx512bw) { check_exp(_metadata, KT_ISA_AVX512BW, kern_exp_f32_avx512bw, kern_silu_mul_f32_avx512bw); }
 
 TEST_HARNESS_MAIN

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: MIT
+/*
+ * moe-avx512vnni.c - the AVX-512 variant for CPUs with VNNI but without
+ * BF16 (Cascade Lake, Ice Lake): vpdpbusd for INT8/INT4, bf16 widened by a
+ * shift and FMA for BF16 (body: moe-zmm.h).
+ */
+#define ZMM_ISA		avx512vnni
+#define ZMM_VNNI	1
+#define ZMM_BF16	0
+#include "kernels/moe-zmm.h"
+
+const struct kern_ops kern_ops_avx512vnni =
+	KERN_OPS(KT_ISA_AVX512VNNI, avx512vnni);

@@ -1,0 +1,651 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * moe-zmm.h - the body of the 512-bit variants over the packed tiles
+ * (Documentation/packed-layout.md): built by moe-avx512.c with vpdpbusd
+ * for INT8/INT4 and vdpbf16ps for BF16 (ZMM_VNNI, ZMM_BF16), and by
+ * moe-avx512bw.c for the AVX-512 CPUs without them (Skylake-SP, Cascade
+ * Lake, Ice Lake): vpmaddubsw + vpmaddwd, bf16 widened by a shift + FMA.
+ * The AMX variant runs the AVX-512 build for experts with few tokens.
+ */
+#define VEC_BITS	512
+#define VEC_ISA		ZMM_ISA
+#if ZMM_BF16
+/* vcvtneps2bf16 rounds to nearest even; NaN inputs are not expected */
+#define vf_store_bf16(d, s)						\
+	_mm256_storeu_si256((void *)(d),				\
+			    (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(s)))
+#endif
+#include "kernels/moe-vec.h"
+
+/* Tokens held in registers at once: 8 (INT8: 2 x 8 accumulators). */
+#define MR		8
+/* Prefetch distance along a stream of tiles, in bytes. */
+#ifndef PF_DIST
+#define PF_DIST		(4 * 1024)
+#endif
+/* The packed layout (layout.h): a weight line is one tile row, 16 lines
+ * per tile, one 32-bit lane per output row and line. */
+#define LINE		KERN_TILE_ROW_BYTES
+#define NLINE		KERN_TILE_LINES
+#define NROW		KERN_TILE_ROWS
+#define LANE		KERN_TILE_LANE_BYTES
+/* Output rows whose partial sums one down pass keeps in scratch. */
+#define DOWN_NSUB	1024
+
+AI __m512i bcast32(const void *p)
+{
+	return _mm512_set1_epi32(ld32(p));
+}
+
+/*
+ * Lines of the next weight block to pull into L2 while the current one is
+ * reused from cache: @n lines of each non-NULL stream per tile, starting at
+ * p[i] + t * n * 64 for tile t. With ~32 tokens per expert (prefill, top-k
+ * routing) a block gets only a few token passes; the first pass streams
+ * from DRAM at 8 tokens per line, faster than one core's share of the
+ * bandwidth, so it stalls unless the previous block's later passes fetched
+ * it. Prefetches only move data: results are unchanged.
+ */
+struct l2pf {
+	const uint8_t *p[2];
+	unsigned int n;
+};
+
+AI void l2pf_tile(const struct l2pf pf, unsigned int t)
+{
+	unsigned int i, s;
+
+	for (s = 0; s < 2; s++)
+		if (pf.p[s])
+			for (i = 0; i < pf.n; i++)
+				_mm_prefetch((const char *)pf.p[s] +
+					     ((size_t)t * pf.n + i) * LINE,
+					     _MM_HINT_T1);
+}
+
+/*
+ * The share of pass @pass (of @passes over the current block) of the next
+ * block's @lines lines at @g / @u (NULL: none), spread over @nt tiles.
+ * Pass 0 streams the current block and prefetches nothing more.
+ */
+AI struct l2pf l2pf_share(const uint8_t *g, const uint8_t *u,
+			  unsigned int lines, unsigned int nt,
+			  unsigned int pass, unsigned int passes)
+{
+	struct l2pf pf = { { NULL, NULL }, 0 };
+	unsigned int share;
+
+	if (pass == 0 || passes < 2 || !nt)
+		return pf;
+	share = (lines + passes - 2) / (passes - 1);
+	pf.n = (share + nt - 1) / nt;
+	pf.p[0] = g ? g + (size_t)(pass - 1) * share * LINE : NULL;
+	pf.p[1] = u ? u + (size_t)(pass - 1) * share * LINE : NULL;
+	return pf;
+}
+
+/* ---- micro-kernels ----------------------------------------------------------
+ * One block of 16 output rows, M tokens (a compile-time constant after
+ * inlining), a run of nt consecutive tiles. Every weight line (64 bytes) is
+ * loaded once and used by all M tokens; two accumulator chains (even and
+ * odd lines) hide the dot-product latency when M is small.
+ */
+
+/*
+ * acc + the dots of 4 u8 of @u and 4 s8 of @s per int32 lane. Without
+ * VNNI, vpmaddubsw + vpmaddwd by ones: exact while each pair of products
+ * fits int16, which the callers keep (INT4 nibbles <= 15; INT8 |w| <= 128
+ * with |x| <= 127), so both builds give the same int32.
+ */
+AI __m512i dot4(__m512i acc, __m512i u, __m512i s)
+{
+#if ZMM_VNNI
+	return _mm512_dpbusd_epi32(acc, u, s);
+#else
+	return _mm512_add_epi32(acc, _mm512_madd_epi16(
+		_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+#endif
+}
+
+/*
+ * One INT8 weight line as the unsigned operand. With VNNI it is flipped
+ * once to u8 (w + 128, an XOR shared by all tokens) and 128 * sum(x) is
+ * taken back at the end. Without, |w| with the signs of w in @neg, given
+ * to the activations instead (dot_w8): w * x = |w| * (x or -x), no
+ * correction, and vpmaddubsw cannot saturate (2 * 128 * 127 < 32768).
+ */
+struct w8 {
+	__m512i u;
+	__mmask64 neg;
+};
+
+#define W8_CORR		(ZMM_VNNI ? 128 : 0)
+
+AI struct w8 w8_load(const uint8_t *p)
+{
+	__m512i v = _mm512_loadu_si512(p);
+	struct w8 w;
+
+#if ZMM_VNNI
+	w.u = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+	w.neg = 0;
+#else
+	w.u = _mm512_abs_epi8(v);
+	w.neg = _mm512_movepi8_mask(v);
+#endif
+	return w;
+}
+
+AI __m512i dot_w8(__m512i acc, struct w8 w, __m512i xb)
+{
+#if !ZMM_VNNI
+	xb = _mm512_mask_sub_epi8(xb, w.neg, _mm512_setzero_si512(), xb);
+#endif
+	return dot4(acc, w.u, xb);
+}
+
+/*
+ * INT8, one matrix or (@two) two at once: gate and up of the same rows.
+ * The s8 activations come straight from memory as the broadcast operand;
+ * W8_CORR * sum(x) of the run, kept in the activation row (@xsum), is taken
+ * back at the end.
+ */
+AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
+	      unsigned int nt, const uint8_t *const *x,
+	      const int32_t *const *xsum, const int M, __m512i *og,
+	      __m512i *ou, const struct l2pf pf)
+{
+	const int CH = M <= 3 ? 2 : 1;
+	__m512i ag[2][MR], au[2][MR];
+	unsigned int t;
+	int m, c, j;
+
+#pragma GCC unroll 16
+	for (c = 0; c < CH; c++)
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			ag[c][m] = au[c][m] = _mm512_setzero_si512();
+	for (t = 0; t < nt; t++) {
+		const uint8_t *tg = gw + kern_tile_off(t);
+		const uint8_t *tu = two ? uw + kern_tile_off(t) : NULL;
+
+		l2pf_tile(pf, t);
+#pragma GCC unroll 16
+		for (j = 0; j < NLINE; j++) {
+			const int s = CH == 2 ? (j & 1) : 0;
+			struct w8 wg = w8_load(tg + j * LINE);
+			struct w8 wu = wg;
+
+			_mm_prefetch((const char *)tg + PF_DIST + j * LINE,
+				     _MM_HINT_T0);
+			if (two) {
+				wu = w8_load(tu + j * LINE);
+				_mm_prefetch((const char *)tu + PF_DIST +
+					     j * LINE, _MM_HINT_T0);
+			}
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++) {
+				__m512i xb = bcast32(x[m] +
+					t * KERN_TILE_K_INT8 + j * LANE);
+
+				ag[s][m] = dot_w8(ag[s][m], wg, xb);
+				if (two)
+					au[s][m] = dot_w8(au[s][m], wu, xb);
+			}
+		}
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		__m512i corr = _mm512_set1_epi32(W8_CORR * xsum[m][0]);
+
+		if (CH == 2) {
+			ag[0][m] = _mm512_add_epi32(ag[0][m], ag[1][m]);
+			au[0][m] = _mm512_add_epi32(au[0][m], au[1][m]);
+		}
+		og[m] = _mm512_sub_epi32(ag[0][m], corr);
+		if (two)
+			ou[m] = _mm512_sub_epi32(au[0][m], corr);
+	}
+}
+
+/*
+ * INT4, one matrix: nibbles (q + 8) are the unsigned operand, activations
+ * the signed one; a group's dot is sum((q + 8) x) - 8 * sum(x). Group g of
+ * the run has its 16 scales at ws + g * ws_stride. Returns the f32 sum
+ * over the run of dot * scale, per token.
+ */
+AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
+	      const int32_t *const *gs, const float *ws, size_t ws_stride,
+	      unsigned int G, const int M, __m512 *out, const struct l2pf pf)
+{
+	const __m512i lo4 = _mm512_set1_epi8(0x0f);
+	__m512i al[MR], ah[MR];
+	__m512 f[MR];
+	unsigned int t;
+	int m, j;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		al[m] = ah[m] = _mm512_setzero_si512();
+		f[m] = _mm512_setzero_ps();
+	}
+	for (t = 0; t < nt; t++) {
+		const uint8_t *tw = w + kern_tile_off(t);
+
+		l2pf_tile(pf, t);
+#pragma GCC unroll 16
+		for (j = 0; j < NLINE; j++) {
+			__m512i wv = _mm512_loadu_si512(tw + j * LINE);
+			__m512i wl = _mm512_and_si512(wv, lo4);
+			__m512i wh = _mm512_and_si512(
+				_mm512_srli_epi16(wv, 4), lo4);
+
+			_mm_prefetch((const char *)tw + PF_DIST + j * LINE,
+				     _MM_HINT_T0);
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++) {
+				const uint8_t *xp = x[m] +
+					t * KERN_TILE_K_INT4 + j * LANE;
+
+				al[m] = dot4(al[m], wl, bcast32(xp));
+				ah[m] = dot4(ah[m], wh,
+					     bcast32(xp + KERN_INT4_HI_K));
+			}
+			/* flush whole groups: low nibbles hold k 0..63 of
+			 * the tile, high nibbles k 64..127 */
+			if ((G == 32 && (j == NLINE / 2 - 1 ||
+					  j == NLINE - 1)) ||
+			    (G == 64 && j == NLINE - 1)) {
+				unsigned int gl = t * (KERN_TILE_K_INT4 / G) +
+						  (G == 32 && j == NLINE - 1);
+				unsigned int gh = gl + KERN_INT4_HI_K / G;
+				__m512 sl = _mm512_loadu_ps(ws + gl *
+							    ws_stride);
+				__m512 sh = _mm512_loadu_ps(ws + gh *
+							    ws_stride);
+
+#pragma GCC unroll 16
+				for (m = 0; m < M; m++) {
+					__m512i cl = _mm512_set1_epi32(
+						8 * gs[m][gl]);
+					__m512i chh = _mm512_set1_epi32(
+						8 * gs[m][gh]);
+
+					f[m] = _mm512_fmadd_ps(
+						_mm512_cvtepi32_ps(
+						_mm512_sub_epi32(al[m], cl)),
+						sl, f[m]);
+					f[m] = _mm512_fmadd_ps(
+						_mm512_cvtepi32_ps(
+						_mm512_sub_epi32(ah[m], chh)),
+						sh, f[m]);
+					al[m] = ah[m] =
+						_mm512_setzero_si512();
+				}
+			} else if (G == 128 && j == NLINE - 1) {
+				__m512 s = _mm512_loadu_ps(ws + t *
+							   ws_stride);
+
+#pragma GCC unroll 16
+				for (m = 0; m < M; m++) {
+					__m512i d = _mm512_add_epi32(al[m],
+								     ah[m]);
+
+					d = _mm512_sub_epi32(d,
+						_mm512_set1_epi32(
+						8 * gs[m][t]));
+					f[m] = _mm512_fmadd_ps(
+						_mm512_cvtepi32_ps(d), s,
+						f[m]);
+					al[m] = ah[m] =
+						_mm512_setzero_si512();
+				}
+			}
+		}
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		out[m] = f[m];
+}
+
+/*
+ * One BF16 weight line and its dot with a broadcast pair of activations:
+ * vdpbf16ps, or without it both widened to f32 by a shift (even k) or a
+ * mask (odd k) and two FMAs in k order.
+ */
+#if ZMM_BF16
+typedef __m512bh wbf;
+
+AI wbf wbf_load(const uint8_t *p)
+{
+	return (__m512bh)_mm512_loadu_si512(p);
+}
+
+AI __m512 dot_wbf(__m512 acc, __m512i xb, wbf w)
+{
+	return _mm512_dpbf16_ps(acc, (__m512bh)xb, w);
+}
+#else
+typedef struct {
+	__m512 e, o;
+} wbf;
+
+#define HI16	_mm512_set1_epi32((int)0xffff0000u)
+
+AI wbf wbf_load(const uint8_t *p)
+{
+	__m512i v = _mm512_loadu_si512(p);
+	wbf w = {
+		_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
+		_mm512_castsi512_ps(_mm512_and_si512(v, HI16)),
+	};
+
+	return w;
+}
+
+AI __m512 dot_wbf(__m512 acc, __m512i xb, wbf w)
+{
+	acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(xb, 16)),
+			      w.e, acc);
+	return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(xb,
+								      HI16)),
+			       w.o, acc);
+}
+#endif
+
+/* BF16, one matrix or (@two) two, accumulating into og/ou. */
+AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
+		unsigned int nt, const uint8_t *const *x, const int M,
+		__m512 *og, __m512 *ou, const struct l2pf pf)
+{
+	/* two chains only while they fit: 2 x 2 x M accumulators */
+	const int CH = M <= 3 ? 2 : 1;
+	__m512 ag[2][MR], au[2][MR];
+	unsigned int t;
+	int m, j;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		ag[0][m] = og[m];
+		ag[1][m] = _mm512_setzero_ps();
+		if (two) {
+			au[0][m] = ou[m];
+			au[1][m] = _mm512_setzero_ps();
+		}
+	}
+	for (t = 0; t < nt; t++) {
+		const uint8_t *tg = gw + kern_tile_off(t);
+		const uint8_t *tu = two ? uw + kern_tile_off(t) : NULL;
+
+		l2pf_tile(pf, t);
+#pragma GCC unroll 16
+		for (j = 0; j < NLINE; j++) {
+			const int s = CH == 2 ? (j & 1) : 0;
+			wbf wg = wbf_load(tg + j * LINE), wu;
+
+			_mm_prefetch((const char *)tg + PF_DIST + j * LINE,
+				     _MM_HINT_T0);
+			if (two) {
+				wu = wbf_load(tu + j * LINE);
+				_mm_prefetch((const char *)tu + PF_DIST +
+					     j * LINE, _MM_HINT_T0);
+			}
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++) {
+				__m512i xb = bcast32(x[m] +
+						t * 2 * KERN_TILE_K_BF16 +
+						j * LANE);
+
+				ag[s][m] = dot_wbf(ag[s][m], xb, wg);
+				if (two)
+					au[s][m] = dot_wbf(au[s][m], xb, wu);
+			}
+		}
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		og[m] = CH == 2 ? _mm512_add_ps(ag[0][m], ag[1][m]) : ag[0][m];
+		if (two)
+			ou[m] = CH == 2 ? _mm512_add_ps(au[0][m], au[1][m]) :
+				au[0][m];
+	}
+}
+
+/* ---- gate + up ------------------------------------------------------------ */
+
+AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
+		 unsigned int nb, unsigned int i0, unsigned int passes,
+		 const int M)
+{
+	/* tiles of one row block per matrix; the next block follows it */
+	const unsigned int nt = a->K / kern_tile_k(q);
+	const size_t bb = kern_tile_off(nt);
+	const bool more = nb + 1 < a->n1 / NROW;
+	const uint8_t *ng = more ? a->gate->tiles + (nb + 1) * bb : NULL;
+	const uint8_t *nu = more ? a->up->tiles + (nb + 1) * bb : NULL;
+	struct l2pf pfgu = l2pf_share(ng, nu, nt * NLINE, nt, i0 / MR, passes);
+	struct l2pf pfg = l2pf_share(ng, NULL, nt * NLINE, nt, i0 / MR, passes);
+	struct l2pf pfu = l2pf_share(nu, NULL, nt * NLINE, nt, i0 / MR, passes);
+	const uint8_t *x[MR];
+	const int32_t *gs[MR];
+	float xs[MR];
+	unsigned int K = a->K;
+	int m;
+
+	gu_rows(a, i0, x, xs, gs, M);
+	{
+		__m512 g[MR], u[MR];
+
+		if (q == KT_QUANT_INT8) {
+			size_t off = kern_tile_off(kern_tile_rbm(K, KERN_TILE_K_INT8, nb, 0));
+			__m512 wsg = _mm512_loadu_ps(a->gate->scales + nb * NROW);
+			__m512 wsu = _mm512_loadu_ps(a->up->scales + nb * NROW);
+			__m512i ig[MR], iu[MR];
+
+			mk_i8(a->gate->tiles + off, a->up->tiles + off, 1,
+			      K / KERN_TILE_K_INT8, x, gs, M, ig, iu, pfgu);
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++) {
+				__m512 s = _mm512_set1_ps(xs[m]);
+
+				g[m] = _mm512_mul_ps(_mm512_cvtepi32_ps(ig[m]),
+						     _mm512_mul_ps(s, wsg));
+				u[m] = _mm512_mul_ps(_mm512_cvtepi32_ps(iu[m]),
+						     _mm512_mul_ps(s, wsu));
+			}
+		} else if (q == KT_QUANT_INT4) {
+			size_t off = kern_tile_off(kern_tile_rbm(K, KERN_TILE_K_INT4, nb, 0));
+
+			mk_i4(a->gate->tiles + off, K / KERN_TILE_K_INT4, x, gs,
+			      a->gate->scales + nb * NROW, a->N, a->group, M, g,
+			      pfg);
+			mk_i4(a->up->tiles + off, K / KERN_TILE_K_INT4, x, gs,
+			      a->up->scales + nb * NROW, a->N, a->group, M, u,
+			      pfu);
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++) {
+				__m512 s = _mm512_set1_ps(xs[m]);
+
+				g[m] = _mm512_mul_ps(g[m], s);
+				u[m] = _mm512_mul_ps(u[m], s);
+			}
+		} else {
+			size_t off = kern_tile_off(kern_tile_rbm(K, KERN_TILE_K_BF16, nb, 0));
+
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++)
+				g[m] = u[m] = _mm512_setzero_ps();
+			mk_bf16(a->gate->tiles + off, a->up->tiles + off, 1,
+				K / KERN_TILE_K_BF16, x, M, g, u, pfgu);
+		}
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			_mm512_storeu_ps(a->out + (i0 + m) * a->out_stride +
+					 nb * NROW - a->n0,
+					 vf_silu_mul(g[m], u[m]));
+	}
+}
+
+#define DISPATCH_M(fn, mr, ...)						\
+	do {								\
+		switch (mr) {						\
+		case 1: fn(__VA_ARGS__, 1); break;			\
+		case 2: fn(__VA_ARGS__, 2); break;			\
+		case 3: fn(__VA_ARGS__, 3); break;			\
+		case 4: fn(__VA_ARGS__, 4); break;			\
+		case 5: fn(__VA_ARGS__, 5); break;			\
+		case 6: fn(__VA_ARGS__, 6); break;			\
+		case 7: fn(__VA_ARGS__, 7); break;			\
+		default: fn(__VA_ARGS__, 8); break;			\
+		}							\
+	} while (0)
+
+/*
+ * Row blocks outer, token blocks inner: a block's gate and up tiles
+ * (2 x 16 x K bytes) stay in L2 while every token block passes over them.
+ */
+static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
+{
+	unsigned int nb, i0, mr, passes = (a->m + MR - 1) / MR;
+
+	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++)
+		for (i0 = 0; i0 < a->m; i0 += mr) {
+			mr = a->m - i0 < MR ? a->m - i0 : MR;
+			DISPATCH_M(gu_block, mr, a, q, nb, i0, passes);
+		}
+}
+
+/* ---- down -----------------------------------------------------------------
+ * K chunks outer, output blocks inner: for one chunk the blocks' tiles are
+ * contiguous, so the weights stream in order; partial sums per token and
+ * output row wait in scratch (f32 [MR][DOWN_NSUB]).
+ */
+
+AI void down_block(const struct kern_down_args *a, enum kt_quant q,
+		   unsigned int i0, unsigned int ns0, unsigned int ns1,
+		   float *part, unsigned int passes, const int M)
+{
+	const unsigned int P = a->kc / kern_tile_k(q);
+	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
+	const unsigned int nsub = ns1 - ns0;
+	unsigned int c, nb;
+	int m;
+
+	memset(part, 0, sizeof(float) * MR * nsub);
+	for (c = c0; c < c1; c++) {
+		const uint8_t *x[MR];
+		const int32_t *gs[MR];
+		vf xs[MR];
+
+		down_rows(a, q, i0, c, x, xs, gs, M);
+		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
+			const uint8_t *tw = a->down->tiles + kern_tile_off(
+				kern_tile_kcm(a->N, a->kc, kern_tile_k(q), nb,
+					      c * P));
+			const uint8_t *nw = a->next_down ?
+				a->next_down->tiles + (tw - a->down->tiles) :
+				NULL;
+			float *pp = part + (nb * NROW - ns0);
+			/* later passes fetch the next call's same tiles */
+			struct l2pf pf = l2pf_share(nw, NULL, P * NLINE, P,
+						    i0 / MR, passes);
+			__m512 r[MR], r2[MR];
+
+			/*
+			 * INT8 / BF16: two output blocks at once (their tiles
+			 * are adjacent), as gate and up in gate_up: each
+			 * activation broadcast feeds two dot products instead
+			 * of one. Every block's sums are formed exactly as in
+			 * the one-block path, so results are unchanged. Only
+			 * with more than one pass (compute-bound); few tokens
+			 * keep the one-block stream that decode was tuned on.
+			 */
+			if (q != KT_QUANT_INT4 && passes > 1 &&
+			    nb + 1 < ns1 / NROW) {
+				pf = l2pf_share(nw, NULL, 2 * P * NLINE, P,
+						i0 / MR, passes);
+				if (q == KT_QUANT_INT8) {
+					__m512i d[MR], d2[MR];
+
+					mk_i8(tw, tw + kern_tile_off(P), 1, P,
+					      x, gs, M, d, d2, pf);
+#pragma GCC unroll 16
+					for (m = 0; m < M; m++) {
+						r[m] = _mm512_fmadd_ps(
+							_mm512_cvtepi32_ps(d[m]),
+							xs[m], _mm512_loadu_ps(
+							pp + m * nsub));
+						r2[m] = _mm512_fmadd_ps(
+							_mm512_cvtepi32_ps(d2[m]),
+							xs[m], _mm512_loadu_ps(
+							pp + NROW + m * nsub));
+					}
+				} else {
+#pragma GCC unroll 16
+					for (m = 0; m < M; m++) {
+						r[m] = _mm512_loadu_ps(pp +
+								m * nsub);
+						r2[m] = _mm512_loadu_ps(pp + NROW
+								+ m * nsub);
+					}
+					mk_bf16(tw, tw + kern_tile_off(P), 1,
+						P, x, M, r, r2, pf);
+				}
+#pragma GCC unroll 16
+				for (m = 0; m < M; m++) {
+					_mm512_storeu_ps(pp + m * nsub, r[m]);
+					_mm512_storeu_ps(pp + NROW + m * nsub,
+							 r2[m]);
+				}
+				nb++;
+				continue;
+			}
+			if (q == KT_QUANT_INT8) {
+				__m512i d[MR];
+
+				mk_i8(tw, NULL, 0, P, x, gs, M, d, NULL, pf);
+#pragma GCC unroll 16
+				for (m = 0; m < M; m++)
+					r[m] = _mm512_fmadd_ps(
+						_mm512_cvtepi32_ps(d[m]),
+						xs[m], _mm512_loadu_ps(pp +
+						m * nsub));
+			} else if (q == KT_QUANT_INT4) {
+				mk_i4(tw, P, x, gs, a->down->scales + nb * NROW +
+				      (size_t)(c * a->kc / a->group) * a->N,
+				      a->N, a->group, M, r, pf);
+#pragma GCC unroll 16
+				for (m = 0; m < M; m++)
+					r[m] = _mm512_fmadd_ps(r[m], xs[m],
+						_mm512_loadu_ps(pp +
+						m * nsub));
+			} else {
+#pragma GCC unroll 16
+				for (m = 0; m < M; m++)
+					r[m] = _mm512_loadu_ps(pp + m * nsub);
+				mk_bf16(tw, NULL, 0, P, x, M, r, NULL, pf);
+			}
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++)
+				_mm512_storeu_ps(pp + m * nsub, r[m]);
+		}
+	}
+	down_add_y(a, q, i0, ns0, ns1, part, M);
+}
+
+static void down(const struct kern_down_args *a, enum kt_quant q)
+{
+	float *part = a->scratch;
+	unsigned int i0, mr, ns0, ns1, passes = (a->m + MR - 1) / MR;
+
+	for (ns0 = a->n0; ns0 < a->n1; ns0 = ns1) {
+		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
+		for (i0 = 0; i0 < a->m; i0 += mr) {
+			mr = a->m - i0 < MR ? a->m - i0 : MR;
+			DISPATCH_M(down_block, mr, a, q, i0, ns0, ns1, part,
+				   passes);
+		}
+	}
+}
+
+MOE_VEC_ENTRIES()

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vec.h - the width layer: one name per vector operation on 512-bit
+ * (VEC_BITS 512) or 256-bit lanes, so that the bodies that differ only in
+ * width (moe-vec.h, limits-vec.h) are written once. Included by the per-ISA
+ * files, each compiled with its own -m flags, after defining VEC_BITS and
+ * VEC_ISA (the suffix of the names they define).
+ */
+#ifndef KT_KERNELS_VEC_H
+#define KT_KERNELS_VEC_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#define AI __attribute__((always_inline)) static inline
+#define VCAT_(a, b) a##_##b
+#define VCAT(a, b) VCAT_(a, b)
+/* name##_##VEC_ISA: the per-ISA symbol of a body written once */
+#define VNAME(name) VCAT(name, VEC_ISA)
+
+AI int32_t ld32(const void *p)
+{
+	int32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+#if VEC_BITS == 512
+
+#include "kernels/vexp-avx512.h"
+
+typedef __m512 vf;
+typedef __m512i vi;
+#define VF_LANES	16
+
+#define vf_load(p)		_mm512_loadu_ps(p)
+#define vf_store(p, v)		_mm512_storeu_ps(p, v)
+#define vf_set1(x)		_mm512_set1_ps(x)
+#define vf_zero()		_mm512_setzero_ps()
+#define vf_add(a, b)		_mm512_add_ps(a, b)
+#define vf_sub(a, b)		_mm512_sub_ps(a, b)
+#define vf_mul(a, b)		_mm512_mul_ps(a, b)
+#define vf_div(a, b)		_mm512_div_ps(a, b)
+#define vf_max(a, b)		_mm512_max_ps(a, b)
+#define vf_abs(a)		_mm512_abs_ps(a)
+#define vf_fmadd(a, b, c)	_mm512_fmadd_ps(a, b, c)
+#define vf_exp(x)		kern_exp_avx512(x)
+#define vf_silu_mul(g, u)	kern_silu_mul_avx512(g, u)
+#define vf_hmax(v)		_mm512_reduce_max_ps(v)
+#define vf_cvt_i32(v)		_mm512_cvtps_epi32(v)
+
+#define vi_zero()		_mm512_setzero_si512()
+#define vi_load(p)		_mm512_loadu_si512(p)
+#define vi_load_a(p)		_mm512_load_si512(p)
+#define vi_xor(a, b)		_mm512_xor_si512(a, b)
+#define vi_and(a, b)		_mm512_and_si512(a, b)
+#define vi_srli32(a, n)		_mm512_srli_epi32(a, n)
+#define vi_add32(a, b)		_mm512_add_epi32(a, b)
+#define vi_set1_8(x)		_mm512_set1_epi8(x)
+#define vi_set1_32(x)		_mm512_set1_epi32(x)
+#define vi_hadd32(v)		_mm512_reduce_add_epi32(v)
+
+/* VF_LANES bf16 at @p widened to f32 (a bf16 is the high half of one). */
+AI vf vf_load_bf16(const void *p)
+{
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+		_mm256_loadu_si256(p)), 16));
+}
+
+/* VF_LANES int8 at @p sign-extended to int32. */
+AI vi vi_load_i8(const void *p)
+{
+	return _mm512_cvtepi8_epi32(_mm_loadu_si128(p));
+}
+
+/* The VF_LANES int32 of @v (all within int8) stored as int8 at @p. */
+AI void vi_store_i8(void *p, vi v)
+{
+	_mm_storeu_si128(p, _mm512_cvtsepi32_epi8(v));
+}
+
+/* The low 16 bits of the VF_LANES int32 of @v stored at @p. */
+AI void vi_store_lo16(void *p, vi v)
+{
+	_mm256_storeu_si256(p, _mm512_cvtepi32_epi16(v));
+}
+
+#elif VEC_BITS == 256
+
+#include "kernels/vexp-avx2.h"
+
+typedef __m256 vf;
+typedef __m256i vi;
+#define VF_LANES	8
+
+#define vf_load(p)		_mm256_loadu_ps(p)
+#define vf_store(p, v)		_mm256_storeu_ps(p, v)
+#define vf_set1(x)		_mm256_set1_ps(x)
+#define vf_zero()		_mm256_setzero_ps()
+#define vf_add(a, b)		_mm256_add_ps(a, b)
+#define vf_sub(a, b)		_mm256_sub_ps(a, b)
+#define vf_mul(a, b)		_mm256_mul_ps(a, b)
+#define vf_div(a, b)		_mm256_div_ps(a, b)
+#define vf_max(a, b)		_mm256_max_ps(a, b)
+#define vf_abs(a)		_mm256_and_ps(a, _mm256_castsi256_ps(	\
+					_mm256_set1_epi32(0x7fffffff)))
+#define vf_fmadd(a, b, c)	_mm256_fmadd_ps(a, b, c)
+#define vf_exp(x)		kern_exp_avx2(x)
+#define vf_silu_mul(g, u)	kern_silu_mul_avx2(g, u)
+#define vf_cvt_i32(v)		_mm256_cvtps_epi32(v)
+
+#define vi_zero()		_mm256_setzero_si256()
+#define vi_load(p)		_mm256_loadu_si256((const void *)(p))
+#define vi_load_a(p)		_mm256_load_si256((const void *)(p))
+#define vi_xor(a, b)		_mm256_xor_si256(a, b)
+#define vi_and(a, b)		_mm256_and_si256(a, b)
+#define vi_srli32(a, n)		_mm256_srli_epi32(a, n)
+#define vi_add32(a, b)		_mm256_add_epi32(a, b)
+#define vi_set1_8(x)		_mm256_set1_epi8(x)
+#define vi_set1_32(x)		_mm256_set1_epi32(x)
+
+AI float vf_hmax(vf v)
+{
+	__m128 m = _mm_max_ps(_mm256_castps256_ps128(v),
+			      _mm256_extractf128_ps(v, 1));
+
+	m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+	return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+}
+
+AI int32_t vi_hadd32(vi v)
+{
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
+				  _mm256_extracti128_si256(v, 1));
+
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+	return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
+}
+
+AI vf vf_load_bf16(const void *p)
+{
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(
+		_mm_loadu_si128(p)), 16));
+}
+
+AI vi vi_load_i8(const void *p)
+{
+	return _mm256_cvtepi8_epi32(_mm_loadl_epi64(p));
+}
+
+AI void vi_store_i8(void *p, vi v)
+{
+	__m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v),
+				    _mm256_extracti128_si256(v, 1));
+
+	_mm_storel_epi64(p, _mm_packs_epi16(w, w));
+}
+
+AI void vi_store_lo16(void *p, vi v)
+{
+	/* the values fit 16 bits unsigned: packus keeps them */
+	_mm_storeu_si128(p, _mm_packus_epi32(_mm256_castsi256_si128(v),
+					     _mm256_extracti128_si256(v, 1)));
+}
+
+#else
+#error "VEC_BITS must be 512 or 256"
+#endif
+
+/* The bits of @v folded by xor: no arithmetic, so wrapped sums are fine. */
+AI uint64_t vi_fold64(vi v)
+{
+	uint64_t r = 0, w;
+	size_t i;
+
+	for (i = 0; i < sizeof(v); i += 8) {
+		memcpy(&w, (const char *)&v + i, 8);
+		r ^= w;
+	}
+	return r;
+}
+
+#endif /* KT_KERNELS_VEC_H */
