@@ -10,84 +10,13 @@
 #include <numaif.h>
 
 #include "kt_test.h"
+#include "hugetlb.h"
 #include "ktcore/core.h"
 #include "ktcore/mem.h"
 
-#define NR_2M "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
-#define FREE_2M "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
+#define FREE_2M TH_FREE_2M
 #define FREE_1G "/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages"
 #define SZ_2M (2ull << 20)
-
-static long read_long(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
-/* ---- the hugepage count a test raised, given back even on timeout ---- */
-
-static char restore_buf[32];
-static size_t restore_len;
-
-static void restore_nr(void)
-{
-	int fd;
-
-	if (!restore_len)
-		return;
-	fd = open(NR_2M, O_WRONLY);	/* async-signal-safe calls only */
-	if (fd >= 0) {
-		if (write(fd, restore_buf, restore_len) < 0)
-			restore_len = 0;
-		close(fd);
-	}
-	restore_len = 0;
-}
-
-static void restore_on_alarm(int sig)
-{
-	restore_nr();
-	signal(sig, SIG_DFL);
-	raise(sig);		/* the harness still sees a timeout */
-}
-
-/* Make @pages free 2 MiB hugepages; 0, or a reason to skip in @why. */
-static int reserve_2m(long pages, const char **why)
-{
-	long nr = read_long(NR_2M);
-	FILE *f;
-
-	if (nr < 0 || read_long(FREE_2M) < 0) {
-		*why = "no 2 MiB hugepage support";
-		return -1;
-	}
-	if (read_long(FREE_2M) >= pages)
-		return 0;
-	if (geteuid()) {
-		*why = "no free 2 MiB hugepages and not root to reserve some";
-		return -1;
-	}
-	restore_len = (size_t)snprintf(restore_buf, sizeof(restore_buf),
-				       "%ld\n", nr);
-	signal(SIGALRM, restore_on_alarm);
-	f = fopen(NR_2M, "w");
-	if (!f || fprintf(f, "%ld\n", nr + pages) < 0 || fclose(f)) {
-		*why = "cannot raise nr_hugepages";
-		return -1;
-	}
-	if (read_long(FREE_2M) < pages) {
-		*why = "the kernel found no free 2 MiB pages to reserve";
-		return -1;
-	}
-	return 0;
-}
 
 /* ---- a context whose log the test reads ------------------------------- */
 
@@ -356,16 +285,14 @@ TEST_TIMEOUT(alloc_2m_hugetlb, 30)
 {
 	const char *why = "";
 
-	if (reserve_2m(4, &why))
-		SKIP(goto out, "%s", why);
+	if (th_reserve_2m(4, &why))
+		SKIP(return, "%s", why);
 	check_alloc(_metadata, 3 * SZ_2M + 1, 0, CORE_PAGE_2M);
-out:
-	restore_nr();
 }
 
 TEST_TIMEOUT(alloc_1g_hugetlb, 30)
 {
-	if (read_long(FREE_1G) < (long)(CORE_MEM_1G_MIN >> 30))
+	if (th_read_long(FREE_1G) < (long)(CORE_MEM_1G_MIN >> 30))
 		SKIP(return, "fewer than %llu free 1 GiB hugepages",
 		     CORE_MEM_1G_MIN >> 30);
 	check_alloc(_metadata, CORE_MEM_1G_MIN, CORE_MEM_F_1G, CORE_PAGE_1G);
@@ -376,7 +303,7 @@ TEST_TIMEOUT(fallback_order_warns_once_per_context, 30)
 {
 	struct log_rec r1 = { 0 }, r2 = { 0 };
 	struct kt_ctx *c1 = log_ctx(&r1), *c2 = log_ctx(&r2);
-	long free2m = read_long(FREE_2M), free1g = read_long(FREE_1G);
+	long free2m = th_read_long(FREE_2M), free1g = th_read_long(FREE_1G);
 	size_t big = (size_t)((free2m > 0 ? free2m : 0) + 1) * SZ_2M;
 	enum core_page_kind kind = CORE_PAGE_4K;
 	struct core_mem m;

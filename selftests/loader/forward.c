@@ -10,24 +10,9 @@
 #include <sys/wait.h>
 
 #include "kt_test.h"
+#include "kt-bin.h"
 #include "ckpt.h"
 #include "test-ctx.h"
-
-static void kt_bin(char *buf, size_t n)
-{
-	const char *env = getenv("KT_BIN");
-	char self[PATH_MAX];
-	ssize_t l;
-
-	if (env) {
-		snprintf(buf, n, "%s", env);
-		return;
-	}
-	/* build/selftests/loader/forward -> build/kt */
-	l = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	self[l > 0 ? l : 0] = '\0';
-	snprintf(buf, n, "%s/../../kt", dirname(self));
-}
 
 static int run(char *const argv[])
 {

@@ -19,27 +19,12 @@
 
 #include <kt/kt.h>
 #include "kt_test.h"
+#include "kt-bin.h"
+#include "hugetlb.h"
 #include "ckpt.h"
 
 #define KILLS 40	/* per command; KT_KILLS overrides */
-#define NR_PATH "/proc/sys/vm/nr_hugepages"
 #define EXTRA_PAGES 8
-
-static void kt_bin(char *buf, size_t n)
-{
-	const char *env = getenv("KT_BIN");
-	char self[PATH_MAX];
-	ssize_t l;
-
-	if (env) {
-		snprintf(buf, n, "%s", env);
-		return;
-	}
-	/* build/selftests/loader/killed -> build/kt */
-	l = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	self[l > 0 ? l : 0] = '\0';
-	snprintf(buf, n, "%s/../../kt", dirname(self));
-}
 
 static uint64_t now_us(void)
 {
@@ -208,35 +193,6 @@ TEST_TIMEOUT(convert_sigkill_leaves_nothing_or_a_whole_file, 600)
 	tck_rmdir(d);
 }
 
-static long read_long(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
-static int write_long(const char *path, long v)
-{
-	FILE *f = fopen(path, "w");
-	int ret;
-
-	if (!f)
-		return -1;
-	ret = fprintf(f, "%ld\n", v) > 0 ? 0 : -1;
-	return fclose(f) ? -1 : ret;
-}
-
-static long free_2m(void)
-{
-	return read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
-}
-
 /* Remove what a killed stage left in @mnt (it would pin hugepages). */
 static unsigned int clean_mnt(const char *mnt)
 {
@@ -261,8 +217,6 @@ FIXTURE(stg) {
 	char dir[256];
 	char mnt[256];
 	char ktw[300];
-	long old_nr;
-	bool raised;
 	bool mounted;
 };
 
@@ -271,6 +225,7 @@ FIXTURE_SETUP(stg)
 	struct tck c = TCK(TCK_QWEN, TCK_BF16, 256, 256, 8, 2, 2, 1, 52);
 	struct kt_convert_opts o = { .sz = sizeof(o), .quant = KT_QUANT_INT8,
 				     .layer_last = -1, .threads = 1 };
+	const char *why = "";
 
 	snprintf(self->dir, sizeof(self->dir), "/tmp/kt-killed-stg-%d", (int)getpid());
 	snprintf(self->mnt, sizeof(self->mnt), "/tmp/kt-killed-mnt-%d", (int)getpid());
@@ -283,20 +238,10 @@ FIXTURE_SETUP(stg)
 	ASSERT_EQ(kt_convert(&o), 0);
 	if (geteuid())
 		SKIP(return, "needs root to reserve hugepages and mount hugetlbfs");
-	self->old_nr = read_long(NR_PATH);
-	if (self->old_nr < 0 || free_2m() < 0)
-		SKIP(return, "no 2 MiB hugepage support");
-	if (free_2m() < EXTRA_PAGES) {
-		if (write_long(NR_PATH, self->old_nr + EXTRA_PAGES))
-			SKIP(return, "cannot raise vm.nr_hugepages");
-		self->raised = true;
-		if (free_2m() < EXTRA_PAGES)
-			SKIP(return, "the kernel found no %d free 2 MiB pages",
-			     EXTRA_PAGES);
-	}
-	if (mkdir(self->mnt, 0700) ||
-	    mount("kt-test", self->mnt, "hugetlbfs", 0, "pagesize=2M"))
-		SKIP(return, "cannot mount hugetlbfs: %s", strerror(errno));
+	if (th_reserve_2m(EXTRA_PAGES, &why))
+		SKIP(return, "%s", why);
+	if (th_mount_2m(self->mnt, &why))
+		SKIP(return, "%s: %s", why, strerror(errno));
 	self->mounted = true;
 }
 
@@ -310,8 +255,6 @@ FIXTURE_TEARDOWN(stg)
 	if (self->mounted)
 		umount(self->mnt);
 	rmdir(self->mnt);
-	if (self->raised)
-		write_long(NR_PATH, self->old_nr);
 	tck_rmdir(self->dir);
 }
 

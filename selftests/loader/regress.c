@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "kt_test.h"
+#include "kt-bin.h"
 #include "ckpt.h"
 #include "test-ctx.h"
 #include "loader/ktw-format.h"
@@ -198,22 +199,6 @@ TEST(ktw_padding_flipped_passes_verify)
 	free(img);
 	tck_free(&c);
 	tck_rmdir(d);
-}
-
-static void kt_bin(char *buf, size_t n)
-{
-	const char *env = getenv("KT_BIN");
-	char self[PATH_MAX];
-	ssize_t l;
-
-	if (env) {
-		snprintf(buf, n, "%s", env);
-		return;
-	}
-	/* build/selftests/loader/regress -> build/kt */
-	l = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	self[l > 0 ? l : 0] = '\0';
-	snprintf(buf, n, "%s/../../kt", dirname(self));
 }
 
 /* Run @argv with stderr into @err; the exit status. */

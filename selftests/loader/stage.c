@@ -2,55 +2,24 @@
 /*
  * stage.c - kt_ktw_stage() onto a hugetlbfs mount made for the test, and
  * kt_model_open() of the staged copy: mapped, not read, same bytes as a
- * normal load. Skips without root or free hugepages; the teardown unmounts
- * and gives the pages back.
+ * normal load. Skips without root or free hugepages; the harness unmounts
+ * and gives the pages back (hugetlb.h).
  */
 #include <fcntl.h>
 #include <sys/mount.h>
 
 #include "kt_test.h"
+#include "hugetlb.h"
 #include "ckpt.h"
 #include "test-ctx.h"
 #include "ktcore/model.h"
 
-#define NR_PATH "/proc/sys/vm/nr_hugepages"
 #define EXTRA_PAGES 8
-
-static long read_long(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
-static int write_long(const char *path, long v)
-{
-	FILE *f = fopen(path, "w");
-	int ret;
-
-	if (!f)
-		return -1;
-	ret = fprintf(f, "%ld\n", v) > 0 ? 0 : -1;
-	return fclose(f) ? -1 : ret;
-}
-
-static long free_2m(void)
-{
-	return read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
-}
 
 FIXTURE(stage) {
 	char dir[256];
 	char mnt[256];
 	char ktw[300];
-	long old_nr;
-	bool raised;
 	bool mounted;
 	struct kt_ctx *ctx;
 };
@@ -60,6 +29,7 @@ FIXTURE_SETUP(stage)
 	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 256, 4, 2, 2, 1, 41);
 	struct kt_convert_opts o = { .sz = sizeof(o), .quant = KT_QUANT_INT8,
 				     .layer_last = -1, .threads = 1 };
+	const char *why = "";
 
 	snprintf(self->dir, sizeof(self->dir), "/tmp/kt-stage-%d", (int)getpid());
 	snprintf(self->mnt, sizeof(self->mnt), "/tmp/kt-stage-mnt-%d", (int)getpid());
@@ -73,20 +43,10 @@ FIXTURE_SETUP(stage)
 	ASSERT_EQ(test_ctx(&self->ctx), 0);
 	if (geteuid())
 		SKIP(return, "needs root to reserve hugepages and mount hugetlbfs");
-	self->old_nr = read_long(NR_PATH);
-	if (self->old_nr < 0 || free_2m() < 0)
-		SKIP(return, "no 2 MiB hugepage support");
-	if (free_2m() < EXTRA_PAGES) {
-		if (write_long(NR_PATH, self->old_nr + EXTRA_PAGES))
-			SKIP(return, "cannot raise vm.nr_hugepages");
-		self->raised = true;
-		if (free_2m() < EXTRA_PAGES)
-			SKIP(return, "the kernel found no %d free 2 MiB pages",
-			     EXTRA_PAGES);
-	}
-	if (mkdir(self->mnt, 0700) ||
-	    mount("kt-test", self->mnt, "hugetlbfs", 0, "pagesize=2M"))
-		SKIP(return, "cannot mount hugetlbfs: %s", strerror(errno));
+	if (th_reserve_2m(EXTRA_PAGES, &why))
+		SKIP(return, "%s", why);
+	if (th_mount_2m(self->mnt, &why))
+		SKIP(return, "%s: %s", why, strerror(errno));
 	self->mounted = true;
 }
 
@@ -99,8 +59,6 @@ FIXTURE_TEARDOWN(stage)
 	if (self->mounted)
 		umount(self->mnt);
 	rmdir(self->mnt);
-	if (self->raised)
-		write_long(NR_PATH, self->old_nr);
 	kt_ctx_destroy(self->ctx);
 	tck_rmdir(self->dir);
 }
