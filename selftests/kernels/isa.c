@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "kt_test.h"
+#include "isa-variants.h"
 #include "kernels/fp.h"
 #include "kernels/kern.h"
 #include "kernels/pack.h"
@@ -260,12 +261,7 @@ FIXTURE_VARIANT(isa) {
 	enum kt_isa isa;
 };
 
-FIXTURE_VARIANT_ADD(isa, avx2) { .isa = KT_ISA_AVX2 };
-FIXTURE_VARIANT_ADD(isa, avxvnni) { .isa = KT_ISA_AVX_VNNI };
-FIXTURE_VARIANT_ADD(isa, avx512) { .isa = KT_ISA_AVX512 };
-FIXTURE_VARIANT_ADD(isa, amx) { .isa = KT_ISA_AMX };
-FIXTURE_VARIANT_ADD(isa, avx512vnni) { .isa = KT_ISA_AVX512VNNI };
-FIXTURE_VARIANT_ADD(isa, avx512bw) { .isa = KT_ISA_AVX512BW };
+KT_SIMD_VARIANTS(isa);
 
 FIXTURE_SETUP(isa)
 {

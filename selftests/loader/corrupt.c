@@ -8,24 +8,10 @@
 #include <fcntl.h>
 
 #include "kt_test.h"
+#include "crc-ref.h"
 #include "ckpt.h"
 #include "test-ctx.h"
 #include "loader/ktw-format.h"
-
-/* Bitwise CRC32C: independent of the library's table and SSE4.2 code. */
-static uint32_t crc32c_bits(uint32_t crc, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	int k;
-
-	crc = ~crc;
-	while (len--) {
-		crc ^= *p++;
-		for (k = 0; k < 8; k++)
-			crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1)));
-	}
-	return ~crc;
-}
 
 FIXTURE(ktw) {
 	char dir[256];

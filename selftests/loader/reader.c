@@ -7,25 +7,12 @@
 #include <fcntl.h>
 
 #include "kt_test.h"
+#include "crc-ref.h"
 #include "ckpt.h"
 #include "kernels/pack.h"
 #include "loader/placement.h"
 #include "kernels/crc32c.h"
 #include "uring/reader.h"
-
-static uint32_t crc32c_bits(uint32_t crc, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	int k;
-
-	crc = ~crc;
-	while (len--) {
-		crc ^= *p++;
-		for (k = 0; k < 8; k++)
-			crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1)));
-	}
-	return ~crc;
-}
 
 TEST(crc32c_vectors)
 {

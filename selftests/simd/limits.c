@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "kt_test.h"
+#include "isa-variants.h"
 #include "ktcore/core.h"
 
 static struct kt_ctx *ctx_of(enum kt_isa isa)
@@ -28,12 +29,7 @@ FIXTURE_VARIANT(limits) {
 };
 
 FIXTURE_VARIANT_ADD(limits, scalar) { .isa = KT_ISA_SCALAR };
-FIXTURE_VARIANT_ADD(limits, avx2) { .isa = KT_ISA_AVX2 };
-FIXTURE_VARIANT_ADD(limits, avxvnni) { .isa = KT_ISA_AVX_VNNI };
-FIXTURE_VARIANT_ADD(limits, avx512) { .isa = KT_ISA_AVX512 };
-FIXTURE_VARIANT_ADD(limits, amx) { .isa = KT_ISA_AMX };
-FIXTURE_VARIANT_ADD(limits, avx512vnni) { .isa = KT_ISA_AVX512VNNI };
-FIXTURE_VARIANT_ADD(limits, avx512bw) { .isa = KT_ISA_AVX512BW };
+KT_SIMD_VARIANTS(limits);
 
 FIXTURE_SETUP(limits)
 {

@@ -5,6 +5,7 @@
  * size) and BF16; tolerances in check.h.
  */
 #include "kt_test.h"
+#include "isa-variants.h"
 #include "simd/check.h"
 #include "ktcore/core.h"
 #include "kernels/simd.h"
@@ -100,12 +101,7 @@ FIXTURE_VARIANT(isa) {
 	const struct kern_ops *ops;
 };
 
-FIXTURE_VARIANT_ADD(isa, avx2) { .isa = KT_ISA_AVX2 };
-FIXTURE_VARIANT_ADD(isa, avxvnni) { .isa = KT_ISA_AVX_VNNI };
-FIXTURE_VARIANT_ADD(isa, avx512) { .isa = KT_ISA_AVX512 };
-FIXTURE_VARIANT_ADD(isa, amx) { .isa = KT_ISA_AMX };
-FIXTURE_VARIANT_ADD(isa, avx512vnni) { .isa = KT_ISA_AVX512VNNI };
-FIXTURE_VARIANT_ADD(isa, avx512bw) { .isa = KT_ISA_AVX512BW };
+KT_SIMD_VARIANTS(isa);
 /*
  * The AVX-VNNI body with EVEX vpdpbusd: runs where AVX-512 does, so that
  * the AVX-VNNI data flow is checked on CPUs without AVX-VNNI too.

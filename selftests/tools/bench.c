@@ -13,14 +13,6 @@
 #include "kt_test.h"
 #include "run.h"
 
-#define RUN_KT(r, ...)							\
-	do {								\
-		const char *argv_[] = { __VA_ARGS__, NULL };		\
-		if (!kt_bin())						\
-			SKIP(return, "no kt binary: KT_BIN unset, no build/kt"); \
-		ASSERT_EQ(kt_run(r, argv_), 0);				\
-	} while (0)
-
 /* A run that must succeed; on failure its stderr explains why. */
 #define ASSERT_RAN(r)							\
 	do {								\

@@ -11,14 +11,6 @@
 #include "kt_test.h"
 #include "run.h"
 
-#define RUN_KT(r, ...)							\
-	do {								\
-		const char *argv_[] = { __VA_ARGS__, NULL };		\
-		if (!kt_bin())						\
-			SKIP(return, "no kt binary: KT_BIN unset, no build/kt"); \
-		ASSERT_EQ(kt_run(r, argv_), 0);				\
-	} while (0)
-
 static const char *const names[] = { "isa", "hugepages", "thp", "governor",
 	"cores", "numa_balancing", "memlock", "io_uring", "gpu" };
 

@@ -10,14 +10,6 @@
 #include "kt_test.h"
 #include "run.h"
 
-#define RUN_KT(r, ...)							\
-	do {								\
-		const char *argv_[] = { __VA_ARGS__, NULL };		\
-		if (!kt_bin())						\
-			SKIP(return, "no kt binary: KT_BIN unset, no build/kt"); \
-		ASSERT_EQ(kt_run(r, argv_), 0);				\
-	} while (0)
-
 TEST(info_text)
 {
 	struct kt_run r;

@@ -126,4 +126,13 @@ static inline void kt_run_free(struct kt_run *r)
 	free(r->err);
 }
 
+/* Run the kt command with the given arguments into @r; skip without one. */
+#define RUN_KT(r, ...)							\
+	do {								\
+		const char *argv_[] = { __VA_ARGS__, NULL };		\
+		if (!kt_bin())						\
+			SKIP(return, "no kt binary: KT_BIN unset, no build/kt"); \
+		ASSERT_EQ(kt_run(r, argv_), 0);				\
+	} while (0)
+
 #endif /* KT_SELFTESTS_TOOLS_RUN_H */
