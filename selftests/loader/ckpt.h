@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <kt/kt.h>
+
 enum tck_style { TCK_QWEN, TCK_DEEPSEEK, TCK_MIXTRAL };
 enum tck_dtype { TCK_F32, TCK_BF16, TCK_F16, TCK_FP8 };
 
@@ -419,6 +421,25 @@ static inline void tck_rmdir(const char *dir)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd))
 		return;
+}
+
+/*
+ * A fresh @dir holding checkpoint @c (freed here), converted with @o into
+ * @ktw (a path inside @dir). Return: 0 or the failing step's -errno.
+ */
+static inline int tck_convert(struct tck *c, const char *dir,
+			      struct kt_convert_opts *o, const char *ktw)
+{
+	int ret;
+
+	tck_rmdir(dir);
+	ret = tck_write(c, dir);
+	tck_free(c);
+	if (ret)
+		return ret;
+	o->input = dir;
+	o->output = ktw;
+	return kt_convert(o);
 }
 
 static inline double tck_silu(double g)

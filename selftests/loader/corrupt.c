@@ -33,14 +33,9 @@ FIXTURE_SETUP(ktw)
 	FILE *f;
 
 	snprintf(self->dir, sizeof(self->dir), "/tmp/kt-corrupt-%d", (int)getpid());
-	tck_rmdir(self->dir);
-	ASSERT_EQ(tck_write(&c, self->dir), 0);
-	tck_free(&c);
 	snprintf(self->good, sizeof(self->good), "%s/good.ktw", self->dir);
 	snprintf(self->bad, sizeof(self->bad), "%s/bad.ktw", self->dir);
-	o.input = self->dir;
-	o.output = self->good;
-	ASSERT_EQ(kt_convert(&o), 0);
+	ASSERT_EQ(tck_convert(&c, self->dir, &o, self->good), 0);
 	f = fopen(self->good, "rb");
 	ASSERT_TRUE(f != NULL);
 	fseek(f, 0, SEEK_END);

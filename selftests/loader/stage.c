@@ -33,13 +33,8 @@ FIXTURE_SETUP(stage)
 
 	snprintf(self->dir, sizeof(self->dir), "/tmp/kt-stage-%d", (int)getpid());
 	snprintf(self->mnt, sizeof(self->mnt), "/tmp/kt-stage-mnt-%d", (int)getpid());
-	tck_rmdir(self->dir);
-	ASSERT_EQ(tck_write(&c, self->dir), 0);
-	tck_free(&c);
 	snprintf(self->ktw, sizeof(self->ktw), "%s/m.ktw", self->dir);
-	o.input = self->dir;
-	o.output = self->ktw;
-	ASSERT_EQ(kt_convert(&o), 0);
+	ASSERT_EQ(tck_convert(&c, self->dir, &o, self->ktw), 0);
 	ASSERT_EQ(test_ctx(&self->ctx), 0);
 	if (geteuid())
 		SKIP(return, "needs root to reserve hugepages and mount hugetlbfs");
