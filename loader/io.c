@@ -3,20 +3,29 @@
  * io.c - whole-buffer pread/pwrite and O_DIRECT-aligned buffers.
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "loader/fault.h"
 #include "loader/io.h"
 
-int ldr_pread_full(int fd, void *buf, size_t len, uint64_t off)
+/*
+ * Read or write all of [p, p + len) at @off, again after a short transfer
+ * or EINTR; a transfer of 0 bytes (end of file, a full disk) is -EIO.
+ */
+static int io_full(int fd, uint8_t *p, size_t len, uint64_t off, bool wr)
 {
-	uint8_t *p = buf;
-
 	while (len) {
-		ssize_t n = LDR_FAULT_CALL("read") ? -1 :
-			    pread(fd, p, len, (off_t)off);
+		ssize_t n;
 
+		if (LDR_FAULT_CALL(wr ? "write" : "read"))
+			n = -1;
+		else if (wr)
+			n = pwrite(fd, p, len, (off_t)off);
+		else
+			n = pread(fd, p, len, (off_t)off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -31,26 +40,15 @@ int ldr_pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+int ldr_pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	return io_full(fd, buf, len, off, false);
+}
+
 int ldr_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 {
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = LDR_FAULT_CALL("write") ? -1 :
-			    pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (!n)
-			return -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
+	/* pwrite() only reads the buffer */
+	return io_full(fd, (uint8_t *)(uintptr_t)buf, len, off, true);
 }
 
 void *ldr_io_buf_alloc(size_t len)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "kt_test.h"
+#include "op-ctx.h"
 #include "ktcore/ctx.h"
 
 struct fork_state {
@@ -44,14 +45,7 @@ static int fork_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 
 static struct kt_ctx *make_ctx(unsigned int threads, uint32_t spin_us)
 {
-	const core_op_fn h[KT_OP_COUNT] = { [KT_OP_MOE] = fork_op };
-	struct kt_ctx_opts o = { .sz = sizeof(o), .threads = threads,
-				 .spin_us = spin_us };
-	struct kt_ctx *ctx = NULL;
-
-	if (core_ctx_create(&o, h, NULL, &ctx))
-		return NULL;
-	return ctx;
+	return op_ctx(fork_op, threads, spin_us);
 }
 
 static int run_rounds(struct kt_ctx *ctx, struct fork_state *s,

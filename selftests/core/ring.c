@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 
 #include "kt_test.h"
+#include "op-ctx.h"
 #include "ktcore/ctx.h"
 
 /* Echo handler: a MOE op completes with its token count, checking that the
@@ -27,14 +28,7 @@ static int echo_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 
 static struct kt_ctx *echo_ctx(unsigned int threads, uint32_t spin_us)
 {
-	const core_op_fn h[KT_OP_COUNT] = { [KT_OP_MOE] = echo_op };
-	struct kt_ctx_opts o = { .sz = sizeof(o), .threads = threads,
-				 .spin_us = spin_us };
-	struct kt_ctx *ctx = NULL;
-
-	if (core_ctx_create(&o, h, NULL, &ctx))
-		return NULL;
-	return ctx;
+	return op_ctx(echo_op, threads, spin_us);
 }
 
 static void prep_echo(struct kt_sqe *sqe, uint64_t ud)
