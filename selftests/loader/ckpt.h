@@ -454,6 +454,21 @@ static inline double tck_silu(double g)
 typedef double (*tck_get_fn)(void *arg, uint32_t e, int m, uint32_t n,
 			     uint32_t k);
 
+/* The checkpoint's own weights of layer @l, as tck_forward_ref() reads them. */
+struct tck_src {
+	const struct tck *c;
+	uint32_t l;
+};
+
+static inline double tck_src_get(void *arg, uint32_t e, int m, uint32_t n,
+				 uint32_t k)
+{
+	const struct tck_src *r = arg;
+	uint32_t K = m == 2 ? r->c->inter : r->c->hidden;
+
+	return tck_mat(r->c, r->l, e, m)[(size_t)n * K + k];
+}
+
 static inline void tck_forward_ref(uint32_t H, uint32_t I, uint32_t E,
 				   uint32_t T, uint32_t K, const float *x,
 				   const int32_t *ids, const float *w,

@@ -18,19 +18,6 @@
 #include "ktcore/model.h"
 #include "test-ctx.h"
 
-struct ref_src {
-	const struct tck *c;
-	uint32_t l;
-};
-
-static double get_src(void *arg, uint32_t e, int m, uint32_t n, uint32_t k)
-{
-	const struct ref_src *r = arg;
-	uint32_t K = m == 2 ? r->c->inter : r->c->hidden;
-
-	return tck_mat(r->c, r->l, e, m)[(size_t)n * K + k];
-}
-
 struct ref_packed {
 	const struct kt_model *m;
 	struct kern_pack_layout lay;
@@ -101,14 +88,14 @@ static int convert_and_check(struct kt_test_meta *_metadata, struct tck *c,
 	got = calloc((size_t)T * c->hidden, sizeof(double));
 	y = calloc((size_t)T * c->hidden, sizeof(float));
 	for (l = 0; l < c->n_moe; l++) {
-		struct ref_src rs = { c, l };
+		struct tck_src rs = { c, l };
 		struct ref_packed rp = { m, { 0 }, l };
 		double err;
 
 		kern_pack_layout(m->quant, m->hidden, m->inter, m->group_size,
 				 &rp.lay);
 		tck_forward_ref(c->hidden, c->inter, c->n_experts, T, K, x, ids,
-				w, get_src, &rs, ref);
+				w, tck_src_get, &rs, ref);
 		tck_forward_ref(c->hidden, c->inter, c->n_experts, T, K, x, ids,
 				w, get_packed, &rp, got);
 		for (i = 0; i < T * c->hidden; i++)

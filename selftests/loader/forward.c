@@ -14,20 +14,6 @@
 #include "ckpt.h"
 #include "test-ctx.h"
 
-static int run(char *const argv[])
-{
-	int status;
-	pid_t pid = fork();
-
-	if (!pid) {
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 /* .npy v1.0, C order. */
 static void npy_write(const char *path, const char *descr, uint64_t r,
 		      uint64_t c, const void *data, size_t esz)
@@ -87,19 +73,6 @@ bad:
 	return NULL;
 }
 
-struct ref_src {
-	const struct tck *c;
-	uint32_t l;
-};
-
-static double get_src(void *arg, uint32_t e, int m, uint32_t n, uint32_t k)
-{
-	const struct ref_src *r = arg;
-	uint32_t K = m == 2 ? r->c->inter : r->c->hidden;
-
-	return tck_mat(r->c, r->l, e, m)[(size_t)n * K + k];
-}
-
 static void end_to_end(struct kt_test_meta *_metadata, struct tck *c,
 		       const char *tag, const char *method, const char *group,
 		       double tol, bool bf16_x, bool i64_ids)
@@ -129,7 +102,7 @@ static void end_to_end(struct kt_test_meta *_metadata, struct tck *c,
 				 "--method", (char *)method, "--threads", "2",
 				 group ? "--group-size" : NULL, (char *)group, NULL };
 
-		ASSERT_EQ(run(argv), 0);
+		ASSERT_EQ(kt_exec(argv, NULL), 0);
 	}
 	x = malloc((size_t)T * c->hidden * 4);
 	xb = malloc((size_t)T * c->hidden * 2);
@@ -154,20 +127,20 @@ static void end_to_end(struct kt_test_meta *_metadata, struct tck *c,
 		  i64_ids ? (void *)ids64 : (void *)ids, i64_ids ? 8 : 4);
 	npy_write(wp, "<f4", T, K, w, 4);
 	for (li = 0; li < c->n_moe; li++) {
-		struct ref_src rs = { c, li };
+		struct tck_src rs = { c, li };
 		char *argv[] = { bin, "forward", "--model", ktw, "--layer", layer,
 				 "--input", xp, "--ids", ip, "--weights", wp,
 				 "--output", yp, "--threads", "2", NULL };
 
 		snprintf(layer, sizeof(layer), "%d", c->moe_ids[li]);
 		unlink(yp);
-		ASSERT_EQ(run(argv), 0);
+		ASSERT_EQ(kt_exec(argv, NULL), 0);
 		y = npy_read_f32(yp, &r, &cc);
 		ASSERT_TRUE(y != NULL);
 		ASSERT_EQ(r, T);
 		ASSERT_EQ(cc, c->hidden);
 		tck_forward_ref(c->hidden, c->inter, c->n_experts, T, K, x, ids,
-				w, get_src, &rs, ref);
+				w, tck_src_get, &rs, ref);
 		err = tck_rel_mae(ref, y, (size_t)T * c->hidden);
 		TH_LOG("%s layer %d: rel. MAE %.5f (budget %.3f)", method,
 		       c->moe_ids[li], err, tol);
@@ -180,7 +153,7 @@ static void end_to_end(struct kt_test_meta *_metadata, struct tck *c,
 				 "--input", xp, "--ids", ip, "--weights", wp,
 				 "--output", yp, NULL };
 
-		EXPECT_NE(run(argv), 0);
+		EXPECT_NE(kt_exec(argv, NULL), 0);
 	}
 	free(x);
 	free(xb);
@@ -230,7 +203,7 @@ TEST(api_expert_mask)
 	float x[5 * 128], w[5 * 2], y[5 * 128];
 	int32_t ids[5 * 2], ids_ref[5 * 2];
 	double ref[5 * 128];
-	struct ref_src rs = { &c, 0 };
+	struct tck_src rs = { &c, 0 };
 	uint32_t i;
 
 	snprintf(d, sizeof(d), "/tmp/kt-fwd-api-%d", (int)getpid());
@@ -260,7 +233,7 @@ TEST(api_expert_mask)
 
 		ASSERT_EQ(kt_moe_forward(ctx, m, &a), 0);
 	}
-	tck_forward_ref(128, 256, 4, T, K, x, ids_ref, w, get_src, &rs, ref);
+	tck_forward_ref(128, 256, 4, T, K, x, ids_ref, w, tck_src_get, &rs, ref);
 	TH_LOG("rel. MAE %.5f", tck_rel_mae(ref, y, T * 128));
 	EXPECT_LT(tck_rel_mae(ref, y, T * 128), 0.005);
 	kt_model_destroy(m);
@@ -316,7 +289,7 @@ TEST(npy_formats)
 		char *cv[] = { bin, "convert", "--input", d, "--output", ktw,
 			       "--method", "bf16", NULL };
 
-		ASSERT_EQ(run(cv), 0);
+		ASSERT_EQ(kt_exec(cv, NULL), 0);
 	}
 	/* version 2.0 headers, shapes with a trailing comma */
 	npy_raw(xp, 2, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 128,), }",
@@ -325,7 +298,7 @@ TEST(npy_formats)
 		ids, sizeof(ids));
 	npy_raw(wp, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1), }",
 		w, sizeof(w));
-	ASSERT_EQ(run(argv), 0);
+	ASSERT_EQ(kt_exec(argv, NULL), 0);
 	y = npy_read_f32(yp, &r, &cc);
 	ASSERT_TRUE(y != NULL);
 	EXPECT_EQ(r, 2u);
@@ -334,22 +307,22 @@ TEST(npy_formats)
 	/* Fortran order, wrong dtype, short data, garbage: refused */
 	npy_raw(xp, 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 128), }",
 		x, sizeof(x));
-	EXPECT_NE(run(argv), 0);
+	EXPECT_NE(kt_exec(argv, NULL), 0);
 	npy_raw(xp, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 128), }",
 		x, sizeof(x));
-	EXPECT_NE(run(argv), 0);
+	EXPECT_NE(kt_exec(argv, NULL), 0);
 	npy_raw(xp, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 128), }",
 		x, sizeof(x) / 2);
-	EXPECT_NE(run(argv), 0);
+	EXPECT_NE(kt_exec(argv, NULL), 0);
 	npy_raw(xp, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 99999999999999999999), }",
 		x, sizeof(x));
-	EXPECT_NE(run(argv), 0);
+	EXPECT_NE(kt_exec(argv, NULL), 0);
 	npy_raw(xp, 3, "garbage", x, 8);
-	EXPECT_NE(run(argv), 0);
+	EXPECT_NE(kt_exec(argv, NULL), 0);
 	/* ids rows must match x rows */
 	npy_raw(xp, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 128), }",
 		x, sizeof(x) / 2);
-	EXPECT_NE(run(argv), 0);
+	EXPECT_NE(kt_exec(argv, NULL), 0);
 	tck_free(&c);
 	tck_rmdir(d);
 }

@@ -202,24 +202,6 @@ TEST(ktw_padding_flipped_passes_verify)
 }
 
 /* Run @argv with stderr into @err; the exit status. */
-static int run_err(char *const argv[], const char *err)
-{
-	int status;
-	pid_t pid = fork();
-
-	if (!pid) {
-		int fd = open(err, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-
-		dup2(fd, 2);
-		dup2(fd, 1);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 static void npy_raw(const char *path, const char *hdr, size_t hlen,
 		    const void *data, size_t bytes)
 {
@@ -289,37 +271,37 @@ TEST(forward_blames_the_wrong_file)
 		char *cv[] = { bin, "convert", "--input", d, "--output", ktw,
 			       "--method", "bf16", NULL };
 
-		ASSERT_EQ(run_err(cv, ep), 0);
+		ASSERT_EQ(kt_exec(cv, ep), 0);
 	}
 	/* the baseline runs */
 	npy2(xp, "<f4", 2, 128, x, 4);
 	npy2(ip, "<i4", 2, 1, ids, 4);
 	npy2(wp, "<f4", 2, 1, w, 4);
-	ASSERT_EQ(run_err(argv, ep), 0);
+	ASSERT_EQ(kt_exec(argv, ep), 0);
 
 	/* x with the wrong H (transposed): x is at fault, not ids */
 	npy2(xp, "<f4", 128, 2, x, 4);
-	EXPECT_NE(run_err(argv, ep), 0);
+	EXPECT_NE(kt_exec(argv, ep), 0);
 	blames(_metadata, ep, xp, "hidden size");
 	npy2(xp, "<f4", 2, 256, x, 4);
-	EXPECT_NE(run_err(argv, ep), 0);
+	EXPECT_NE(kt_exec(argv, ep), 0);
 	blames(_metadata, ep, xp, "x has 256 columns");
 	npy2(xp, "<f4", 2, 128, x, 4);
 
 	/* k = 0 and k = 17: ids is at fault, even with weights to match */
 	npy2(ip, "<i4", 2, 0, ids, 4);
 	npy2(wp, "<f4", 2, 0, w, 4);
-	EXPECT_NE(run_err(argv, ep), 0);
+	EXPECT_NE(kt_exec(argv, ep), 0);
 	blames(_metadata, ep, ip, "top-k must be in 1..");
 	npy2(ip, "<i4", 2, 17, ids, 4);
 	npy2(wp, "<f4", 2, 1, w, 4);
-	EXPECT_NE(run_err(argv, ep), 0);
+	EXPECT_NE(kt_exec(argv, ep), 0);
 	blames(_metadata, ep, ip, "top-k must be in 1..");
 	npy2(ip, "<i4", 2, 1, ids, 4);
 
 	/* ids rows not those of x: ids named, with x's count */
 	npy2(ip, "<i4", 3, 1, ids, 4);
-	EXPECT_NE(run_err(argv, ep), 0);
+	EXPECT_NE(kt_exec(argv, ep), 0);
 	blames(_metadata, ep, ip, "ids has 3 rows");
 	npy2(ip, "<i4", 2, 1, ids, 4);
 
@@ -328,13 +310,13 @@ TEST(forward_blames_the_wrong_file)
 		     "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1), }\n");
 	h[20] = '\0';
 	npy_raw(wp, h, (size_t)n, w, 8);
-	EXPECT_NE(run_err(argv, ep), 0);
+	EXPECT_NE(kt_exec(argv, ep), 0);
 	blames(_metadata, ep, wp, "a NUL byte at offset 30");
 	/* the real Fortran case still says so */
 	n = snprintf(h, sizeof(h),
 		     "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 1), }\n");
 	npy_raw(wp, h, (size_t)n, w, 8);
-	EXPECT_NE(run_err(argv, ep), 0);
+	EXPECT_NE(kt_exec(argv, ep), 0);
 	blames(_metadata, ep, wp, "only C-order arrays");
 	tck_free(&c);
 	tck_rmdir(d);
