@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -84,6 +85,27 @@ static inline int th_mount_2m(const char *dir, const char **why)
 	}
 	if (mount("kt-test", dir, "hugetlbfs", 0, "pagesize=2M")) {
 		*why = "cannot mount hugetlbfs";
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A hugetlbfs mount at @dir with @pages free 2 MiB pages for it, as root.
+ * Return: 0, or -1 with a reason to skip in @why (static or @buf).
+ */
+static inline int th_staging_mount(const char *dir, long pages,
+				   const char **why, char *buf, size_t n)
+{
+	if (geteuid()) {
+		*why = "needs root to reserve hugepages and mount hugetlbfs";
+		return -1;
+	}
+	if (th_reserve_2m(pages, why))
+		return -1;
+	if (th_mount_2m(dir, why)) {
+		snprintf(buf, n, "%s: %s", *why, strerror(errno));
+		*why = buf;
 		return -1;
 	}
 	return 0;

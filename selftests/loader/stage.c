@@ -30,18 +30,15 @@ FIXTURE_SETUP(stage)
 	struct kt_convert_opts o = { .sz = sizeof(o), .quant = KT_QUANT_INT8,
 				     .layer_last = -1, .threads = 1 };
 	const char *why = "";
+	char buf[160];
 
 	snprintf(self->dir, sizeof(self->dir), "/tmp/kt-stage-%d", (int)getpid());
 	snprintf(self->mnt, sizeof(self->mnt), "/tmp/kt-stage-mnt-%d", (int)getpid());
 	snprintf(self->ktw, sizeof(self->ktw), "%s/m.ktw", self->dir);
 	ASSERT_EQ(tck_convert(&c, self->dir, &o, self->ktw), 0);
 	ASSERT_EQ(test_ctx(&self->ctx), 0);
-	if (geteuid())
-		SKIP(return, "needs root to reserve hugepages and mount hugetlbfs");
-	if (th_reserve_2m(EXTRA_PAGES, &why))
+	if (th_staging_mount(self->mnt, EXTRA_PAGES, &why, buf, sizeof(buf)))
 		SKIP(return, "%s", why);
-	if (th_mount_2m(self->mnt, &why))
-		SKIP(return, "%s: %s", why, strerror(errno));
 	self->mounted = true;
 }
 

@@ -164,48 +164,36 @@ TEST(bench_json_cases_are_consistent)
 	kt_run_free(&r);
 }
 
+/* experts_touched of the cases T = 2..5 of a bench run with @seed. */
+static void touched(struct kt_test_meta *_metadata, const char *seed,
+		    double out[4])
+{
+	struct kt_run r;
+	json_t *objs[8];
+	size_t n, i;
+
+	RUN_KT(&r, "bench", "--json", QUICK, "--tokens", "2,3,4,5",
+	       "--iters", "4", "--seed", seed);
+	ASSERT_RAN(&r);
+	n = parse_lines(_metadata, r.out, objs, 8);
+	ASSERT_EQ(n, 5);
+	for (i = 0; i < 4; i++)
+		out[i] = num(objs[i + 1], "experts_touched");
+	for (i = 0; i < n; i++)
+		json_decref(objs[i]);
+	kt_run_free(&r);
+}
+
 /* Same seed, same routing: the distinct experts of each case repeat. */
 TEST(bench_routing_is_seeded)
 {
 	double a[4], b[4], c[4];
-	struct kt_run r;
-	json_t *objs[8];
-	size_t n, i;
 	int differ = 0;
+	size_t i;
 
-	RUN_KT(&r, "bench", "--json", QUICK, "--tokens", "2,3,4,5",
-	       "--iters", "4", "--seed", "7");
-	ASSERT_RAN(&r);
-	n = parse_lines(_metadata, r.out, objs, 8);
-	ASSERT_EQ(n, 5);
-	for (i = 0; i < 4; i++)
-		a[i] = num(objs[i + 1], "experts_touched");
-	for (i = 0; i < n; i++)
-		json_decref(objs[i]);
-	kt_run_free(&r);
-
-	RUN_KT(&r, "bench", "--json", QUICK, "--tokens", "2,3,4,5",
-	       "--iters", "4", "--seed", "7");
-	ASSERT_RAN(&r);
-	n = parse_lines(_metadata, r.out, objs, 8);
-	ASSERT_EQ(n, 5);
-	for (i = 0; i < 4; i++)
-		b[i] = num(objs[i + 1], "experts_touched");
-	for (i = 0; i < n; i++)
-		json_decref(objs[i]);
-	kt_run_free(&r);
-
-	RUN_KT(&r, "bench", "--json", QUICK, "--tokens", "2,3,4,5",
-	       "--iters", "4", "--seed", "8");
-	ASSERT_RAN(&r);
-	n = parse_lines(_metadata, r.out, objs, 8);
-	ASSERT_EQ(n, 5);
-	for (i = 0; i < 4; i++)
-		c[i] = num(objs[i + 1], "experts_touched");
-	for (i = 0; i < n; i++)
-		json_decref(objs[i]);
-	kt_run_free(&r);
-
+	touched(_metadata, "7", a);
+	touched(_metadata, "7", b);
+	touched(_metadata, "8", c);
 	for (i = 0; i < 4; i++) {
 		EXPECT_EQ(a[i], b[i]);
 		differ |= a[i] != c[i];
