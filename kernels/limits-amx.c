@@ -4,8 +4,10 @@
  * four accumulator tiles fed by two A and two B tiles, as the kernels run.
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/amx.h"
+#include "kernels/layout.h"
 #include "kernels/simd.h"
 
 static void peak_cfg(void)
@@ -29,40 +31,31 @@ static void peak_cfg(void)
 	_tile_zero(7);
 }
 
-/* One round: 4 tiles of 16 x 16 x 64 multiply-adds. */
-uint64_t kern_peak_int8_amx(uint64_t iters, uint64_t *sink)
-{
-	int32_t out[16 * 16];
-	uint64_t i;
-
-	peak_cfg();
-	for (i = 0; i < iters; i++) {
-		_tile_dpbssd(0, 4, 6);
-		_tile_dpbssd(1, 4, 7);
-		_tile_dpbssd(2, 5, 6);
-		_tile_dpbssd(3, 5, 7);
-	}
-	_tile_stored(0, out, 64);
-	_tile_release();
-	*sink += (uint64_t)out[0];
-	return iters * 4 * 16 * 16 * 64;
+/*
+ * One round: 4 tiles of 16 x 16 x K multiply-adds with @dp. A macro: the
+ * tile intrinsics take their tile numbers as immediates. The sink folds the
+ * bits of one result (no float-to-integer conversion).
+ */
+#define PEAK_AMX(name, dp, type, K)					\
+uint64_t name(uint64_t iters, uint64_t *sink)				\
+{									\
+	type out[16 * 16];						\
+	uint32_t bits;							\
+	uint64_t i;							\
+									\
+	peak_cfg();							\
+	for (i = 0; i < iters; i++) {					\
+		dp(0, 4, 6);						\
+		dp(1, 4, 7);						\
+		dp(2, 5, 6);						\
+		dp(3, 5, 7);						\
+	}								\
+	_tile_stored(0, out, 64);					\
+	_tile_release();						\
+	memcpy(&bits, &out[0], sizeof(bits));				\
+	*sink ^= bits;							\
+	return iters * 4 * 16 * 16 * (K);				\
 }
 
-/* One round: 4 tiles of 16 x 16 x 32 multiply-adds. */
-uint64_t kern_peak_bf16_amx(uint64_t iters, uint64_t *sink)
-{
-	float out[16 * 16];
-	uint64_t i;
-
-	peak_cfg();
-	for (i = 0; i < iters; i++) {
-		_tile_dpbf16ps(0, 4, 6);
-		_tile_dpbf16ps(1, 4, 7);
-		_tile_dpbf16ps(2, 5, 6);
-		_tile_dpbf16ps(3, 5, 7);
-	}
-	_tile_stored(0, out, 64);
-	_tile_release();
-	*sink += (uint64_t)out[0];
-	return iters * 4 * 16 * 16 * 32;
-}
+PEAK_AMX(kern_peak_int8_amx, _tile_dpbssd, int32_t, KERN_TILE_K_INT8)
+PEAK_AMX(kern_peak_bf16_amx, _tile_dpbf16ps, float, KERN_TILE_K_BF16)
