@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * regress.c - one test per bug found by trying kt as a new user would
- * (issue 13), each named after the bug: inputs that crashed or misled
+ * regress.c - one test per bug found by trying kt as a new user would,
+ * each named after the bug: inputs that crashed or misled
  * kt convert, kt verify and kt forward must now give a clear error that
  * names the file and field at fault, and leave no output behind.
  */
