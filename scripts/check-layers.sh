@@ -20,7 +20,7 @@ allowed() {
 
 bad=0
 edges=$(mktemp)
-trap 'rm -f "$edges"' EXIT
+trap 'rm -f "$edges" "$edges.bad" "$edges.err"' EXIT
 
 for dir in kernels uring gpu ktcore loader tools; do
 	ok=$(allowed "$dir")
