@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # Kbuild-style build of kt: libkt.so, libkt.a, the kt command, the selftests.
-#   make [V=1] [O=dir] [W=1] [SAN=address|thread|undefined] [target]
+#   make [V=1] [O=dir] [W=1] [SAN=address|thread|undefined] [DEBUG=1] [target]
 # Each folder's Kbuild lists its objects (obj-y: libkt or the kt command;
 # obj-test: linked into the selftests only). Per-ISA sources are named
 # *-avx2.c, *-avxvnni.c, *-avx512bw.c, *-avx512vnni.c, *-avx512.c, *-amx.c
@@ -13,7 +13,9 @@ VERSION := $(shell sed -n 's/^.define KT_VERSION_[A-Z]* *\([0-9][0-9]*\)$$/\1/p'
 SONAME := libkt.so.$(firstword $(subst ., ,$(VERSION)))
 
 comma := ,
-ifeq ($(SAN),)
+ifneq ($(DEBUG),)
+O ?= build/debug
+else ifeq ($(SAN),)
 O ?= build
 else
 O ?= build/san-$(subst $(comma),-,$(SAN))
@@ -51,6 +53,10 @@ BASE_CFLAGS := -std=gnu11 $(OPT) -fPIC -fvisibility=hidden -pthread \
 ifneq ($(SAN),)
 BASE_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer
 SAN_LDFLAGS := -fsanitize=$(SAN)
+endif
+ifneq ($(DEBUG),)
+# misuse checks that abort with a message (Documentation/debugging.md)
+BASE_CFLAGS += -DKT_DEBUG
 endif
 ifeq ($(SAN),thread)
 # TSan does not model fences; the fences pair with seq_cst atomics anyway
@@ -101,6 +107,7 @@ KT_BIN := $(obj)/kt
 .SECONDARY:
 .SUFFIXES:
 .PHONY: all clean check check-all selftests install check-abi check-layers \
+	debug-check valgrind \
 	asan tsan FORCE
 
 all: $(LIBKT_SO) $(LIBKT_A) $(KT_BIN) $(obj)/kt.pc $(SCRIPT_BINS)
@@ -197,12 +204,27 @@ san_o = build/san-$(subst $(comma),-,$(1))
 SAN_SKIP_thread := $(obj)/selftests/kernels/% $(obj)/selftests/fuzz/% \
 	$(obj)/selftests/simd/variants $(obj)/selftests/simd/amx_emu \
 	$(obj)/selftests/simd/vexp
+# The KT_DEBUG build (DEBUG=1) runs the misuse tests, which expect aborts.
+DEBUG_TESTS := build/debug/selftests/moe/misuse
 check-all: selftests check-abi check-layers
 	$(Q)$(foreach s,$(CHECK_SANS),$(MAKE) --no-print-directory SAN=$(s) selftests &&) true
-	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS) \
+	$(Q)$(MAKE) --no-print-directory DEBUG=1 $(DEBUG_TESTS)
+	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS) $(DEBUG_TESTS) \
 		$(foreach s,$(CHECK_SANS),--scale 3 --kt $(call san_o,$(s))/kt \
 			$(patsubst $(obj)/%,$(call san_o,$(s))/%, \
 				$(filter-out $(SAN_SKIP_$(s)),$(TEST_BINS))))
+
+# valgrind memcheck on the suites of the runtime's own logic (not the
+# kernels': valgrind decodes neither AVX-512 nor AMX, and is 50x slower)
+VALGRIND_TESTS := $(addprefix $(obj)/selftests/,core/opts core/ring core/mem \
+	moe/misuse loader/open loader/hfconfig loader/safetensors \
+	loader/regress uring/reader tools/units)
+valgrind: $(VALGRIND_TESTS)
+	$(Q)scripts/valgrind-check.sh $(VALGRIND_TESTS)
+
+debug-check:
+	$(Q)$(MAKE) --no-print-directory DEBUG=1 $(DEBUG_TESTS)
+	$(Q)scripts/run-selftests.sh $(DEBUG_TESTS)
 
 check-abi: $(LIBKT_SO)
 	$(Q)scripts/check-abi.sh $(LIBKT_SO)

@@ -86,6 +86,13 @@ int core_opts_get(void *dst, size_t dst_sz, const void *src, size_t min_sz);
  * context's level: kt_ctx_opts.log_level, else KT_LOG. */
 void core_log(const struct kt_ctx *ctx, enum kt_log_level level,
 	      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
+ * A documented invalid use by the caller: KT_DEBUG builds (make DEBUG=1)
+ * print "kt: misuse: ..." to stderr and abort; release builds log it as an
+ * error and carry on in the safe way the caller of this function chose.
+ */
+void core_misuse(const struct kt_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Without a context (library-wide), to stderr filtered by KT_LOG. */
 void core_logv_global(enum kt_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

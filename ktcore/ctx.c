@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ktcore/ctx.h"
+#include "ktcore/live.h"
 
 #define DEFAULT_SPIN_NS (50ull * 1000 * 1000)
 
@@ -109,6 +110,8 @@ int core_ctx_create(const struct kt_ctx_opts *opts,
 		       o.spin_us ? o.spin_us * 1000ull : DEFAULT_SPIN_NS;
 	pthread_mutex_init(&ctx->rings_lock, NULL);
 	pthread_mutex_init(&ctx->sync_lock, NULL);
+	pthread_mutex_init(&ctx->live_lock, NULL);
+	pthread_cond_init(&ctx->live_idle, NULL);
 	ret = ctx_pick_isa(ctx, o.isa, isa_available);
 	if (ret)
 		goto err_free;
@@ -139,6 +142,8 @@ err_topo:
 err_free:
 	pthread_mutex_destroy(&ctx->rings_lock);
 	pthread_mutex_destroy(&ctx->sync_lock);
+	pthread_mutex_destroy(&ctx->live_lock);
+	pthread_cond_destroy(&ctx->live_idle);
 	free(ctx);
 	return ret;
 }
@@ -152,8 +157,11 @@ KT_EXPORT void kt_ctx_destroy(struct kt_ctx *ctx)
 	if (ctx->priv_free)
 		ctx->priv_free(ctx->priv);
 	core_topo_free(&ctx->topo);
+	core_live_free(ctx);
 	pthread_mutex_destroy(&ctx->rings_lock);
 	pthread_mutex_destroy(&ctx->sync_lock);
+	pthread_mutex_destroy(&ctx->live_lock);
+	pthread_cond_destroy(&ctx->live_idle);
 	free(ctx);
 }
 

@@ -102,6 +102,12 @@ struct kt_ctx {
 	void *priv;
 	void (*priv_free)(void *);
 
+	/* the models ops may name (live.c) */
+	pthread_mutex_t live_lock;
+	pthread_cond_t live_idle;	/* an op finished on a model */
+	struct core_live_model *live;
+	unsigned int n_live, live_cap;
+
 	uint32_t mem_warned;	/* memory fallbacks told once (mem.c) */
 };
 

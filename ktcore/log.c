@@ -65,6 +65,23 @@ void core_log(const struct kt_ctx *ctx, enum kt_log_level level,
 	va_end(ap);
 }
 
+void core_misuse(const struct kt_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+#ifdef KT_DEBUG
+	(void)ctx;
+	fputs("kt: misuse: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	abort();
+#else
+	log_emit(ctx, KT_LOG_ERROR, fmt, ap);
+#endif
+	va_end(ap);
+}
+
 void core_logv_global(enum kt_log_level level, const char *fmt, ...)
 {
 	va_list ap;

@@ -15,6 +15,7 @@
 
 #include "ktcore/core.h"
 #include "ktcore/ctx.h"
+#include "ktcore/fault.h"
 #include "ktcore/mem.h"
 
 #ifndef MAP_HUGE_SHIFT
@@ -89,7 +90,8 @@ static bool map_hugetlb(struct core_mem *m, uint64_t page)
 {
 	int shift = page == SZ_1G ? 30 : 21;
 	size_t len = round_up(m->len, page);
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	void *p = core_fault_call("mmap") ? MAP_FAILED :
+		  mmap(NULL, len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB |
 		       (shift << MAP_HUGE_SHIFT), -1, 0);
 
@@ -112,7 +114,8 @@ static int map_plain(struct core_mem *m)
 	size_t body = round_up(m->len, SZ_2M), head;
 	uint8_t *p, *a;
 
-	p = mmap(NULL, body + SZ_2M, PROT_READ | PROT_WRITE,
+	p = core_fault_call("mmap") ? MAP_FAILED :
+	    mmap(NULL, body + SZ_2M, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -ENOMEM;
@@ -205,7 +208,8 @@ int core_mem_bind(const struct core_mem *m, uint64_t off, uint64_t len,
 	mask[node / (8 * sizeof(unsigned long))] |=
 		1ul << (node % (8 * sizeof(unsigned long)));
 	/* preferred, not bind: a full node degrades locality, not a load */
-	if (mbind(m->base + off, end - off, MPOL_PREFERRED, mask,
+	if (core_fault_call("mbind") ||
+	    mbind(m->base + off, end - off, MPOL_PREFERRED, mask,
 		  KT_MAX_NODES + 1, 0))
 		return -errno;
 	return 0;

@@ -91,6 +91,7 @@ int core_ring_init_at(struct kt_ctx *ctx, unsigned int entries,
 	ring->cq_entries = r->cq_entries;
 	ring->spin = core_ring_default_spin(ctx);
 	ring->eventfd = -1;
+	ring->owner = (uint32_t)gettid();
 	return 0;
 }
 
@@ -137,6 +138,7 @@ KT_EXPORT void kt_ring_exit(struct kt_ring *ring)
 
 	if (!ctx || !ring->sh)
 		return;
+	__KT_RING_DEBUG_CHECK(ring);
 	/* acquire: pairs with core_rings_orphan()'s release (O1); the
 	 * context is gone, only the ring's own memory is left to free */
 	if (__kt_load_acquire(&ring->sh->orphaned)) {
@@ -183,6 +185,7 @@ KT_EXPORT int kt_ring_register_eventfd(struct kt_ring *ring, int fd)
 	struct core_ring_slot **slot;
 	int ret = 0;
 
+	__KT_RING_DEBUG_CHECK(ring);
 	if (!ring || !ring->ctx || !ring->sh || fd < -1 ||
 	    __kt_load_acquire(&ring->sh->orphaned))
 		return -EINVAL;
@@ -249,6 +252,7 @@ KT_EXPORT int kt_wait_cqe_timeout(struct kt_ring *ring, struct kt_cqe **cqe,
 	uint32_t i;
 	int ret;
 
+	__KT_RING_DEBUG_CHECK(ring);
 	if (!ring || !cqe || !ring->sh)
 		return -EINVAL;
 	now = core_now_ns();
@@ -414,6 +418,14 @@ static unsigned int serve_ring(struct kt_ctx *ctx, struct core_ring_slot *r)
 	uint32_t tail = __kt_load_acquire(&sh->sq_tail);
 	unsigned int n = 0;
 
+	if (tail - head > r->sq_entries) {
+		/* only a racing second submitter moves the tail this far:
+		 * drop what this ring holds rather than run stale entries */
+		core_misuse(ctx, "a ring's SQ tail is %u entries past its head, more than its %u: two threads submit on it; its queued entries are dropped",
+			    tail - head, r->sq_entries);
+		__kt_store_release(&sh->sq_head, tail);
+		return 0;
+	}
 	while (head != tail) {
 		struct kt_sqe sqe;
 

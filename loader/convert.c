@@ -206,7 +206,7 @@ static int plan(struct conv *c)
 static int out_create(struct conv *c)
 {
 	const char *out = c->o->output, *slash = strrchr(out, '/');
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], prefix[NAME_MAX + 8];
 	int ret;
 
 	if (slash)
@@ -217,6 +217,9 @@ static int out_create(struct conv *c)
 		c->tmp_path = NULL;
 		return -ENOMEM;
 	}
+	/* named temporaries of killed conversions (no O_TMPFILE there) */
+	snprintf(prefix, sizeof(prefix), "%s.tmp.", slash ? slash + 1 : out);
+	ldr_remove_stale_temps(dir, prefix);
 	c->fd = LDR_FAULT_CALL("open") ? -1 :
 		open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
 	if (c->fd >= 0) {

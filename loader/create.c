@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ktcore/live.h"
 #include "ktcore/moe.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
@@ -147,6 +148,8 @@ KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
 		}
 	}
 	ret = core_moe_reserve(ctx, m);
+	if (!ret)
+		ret = core_live_add(ctx, m);
 	if (ret)
 		goto err_release;
 	*out = m;

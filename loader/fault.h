@@ -12,7 +12,8 @@
 #include <stdlib.h>
 
 /* The sites, as named in KT_FAULT=site:nth. */
-#define LDR_FAULT_SITES	"alloc open read write mmap fallocate fsync link rename"
+#define LDR_FAULT_SITES	"alloc open read write mmap fallocate fsync link rename " \
+			"truncate mbind uring_init register submit cqe"
 
 #ifdef KT_FAULT_INJECT
 /*
@@ -27,10 +28,15 @@ void ldr_fault_set(const char *spec);
 /* Calls seen at the armed site since ldr_fault_set(). */
 unsigned long ldr_fault_hits(void);
 
+/* the hook the loader hands the io_uring reader (ur_read_opts.fault) */
+#define LDR_FAULT_HOOK	ldr_fault
+
 /* failing allocations in the files that include this header */
 #define malloc(n)	(ldr_fault("alloc") ? NULL : malloc(n))
 #define calloc(n, s)	(ldr_fault("alloc") ? NULL : calloc(n, s))
 #else
+#define LDR_FAULT_HOOK	NULL
+
 static inline int ldr_fault(const char *site)
 {
 	(void)site;

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * io.c - whole-buffer pread/pwrite and O_DIRECT-aligned buffers.
+ * io.c - whole-buffer pread/pwrite, O_DIRECT-aligned buffers, and the
+ * removal of temporaries that killed processes left.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,4 +64,35 @@ void *ldr_io_buf_alloc(size_t len)
 	if (ldr_fault("alloc") || posix_memalign(&p, 4096, len ? len : 4096))
 		return NULL;
 	return p;
+}
+
+unsigned int ldr_remove_stale_temps(const char *dir, const char *prefix)
+{
+	size_t plen = strlen(prefix);
+	unsigned int n = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char *end, path[4096];
+		long pid;
+
+		if (strncmp(de->d_name, prefix, plen))
+			continue;
+		errno = 0;
+		pid = strtol(de->d_name + plen, &end, 10);
+		if (errno || *end || end == de->d_name + plen || pid <= 0 ||
+		    pid == getpid())
+			continue;
+		/* only a pid that runs no more: a live one may still write */
+		if (!kill((pid_t)pid, 0) || errno != ESRCH)
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) <
+		    (int)sizeof(path) && !unlink(path))
+			n++;
+	}
+	closedir(d);
+	return n;
 }

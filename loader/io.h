@@ -15,6 +15,12 @@
 /* 0, -errno, or -EIO when the file ends first. */
 int ldr_pread_full(int fd, void *buf, size_t len, uint64_t off);
 int ldr_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+/*
+ * Remove the temporaries "<@prefix><pid>" in @dir that a killed process
+ * left (its pid no longer runs): a staged copy's temporary holds
+ * hugepages until it is removed. Return: how many were removed.
+ */
+unsigned int ldr_remove_stale_temps(const char *dir, const char *prefix);
 /* Aligned to 4 KiB, size rounded up to 4 KiB; release with free(). */
 void *ldr_io_buf_alloc(size_t len);
 

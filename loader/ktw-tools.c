@@ -17,6 +17,7 @@
 #include "ktcore/core.h"
 #include "ktcore/mem.h"
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/io.h"
 #include "loader/ktw.h"
 #include "loader/placement.h"
@@ -152,6 +153,7 @@ KT_EXPORT int kt_ktw_verify(const char *path, uint64_t *bad)
 	c.k = k;
 	ro.region = buf;
 	ro.region_len = per * k->hdr.blob_stride;
+	ro.fault = LDR_FAULT_HOOK;
 	for (i = 0; i < k->n_entries && !ret; i += per) {
 		uint64_t n = k->n_entries - i < per ? k->n_entries - i : per;
 
@@ -205,6 +207,21 @@ static void stage_place(const struct ldr_ktw *k, const struct core_mem *mem)
 	core_mem_bind_spread(NULL, mem, &place.lay, ids, n);
 }
 
+/* Staging temporaries of killed runs hold hugepages: free them first. */
+static void remove_stale_stagings(const char *dir, const char *base)
+{
+	char *prefix;
+	unsigned int n;
+
+	if (asprintf(&prefix, ".%s.tmp.", base) < 0)
+		return;
+	n = ldr_remove_stale_temps(dir, prefix);
+	if (n)
+		core_logv_global(KT_LOG_INFO, "%s: removed %u temporaries of killed stagings",
+				 dir, n);
+	free(prefix);
+}
+
 KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
 			   size_t out_len, kt_progress_fn progress,
 			   void *progress_arg)
@@ -244,19 +261,22 @@ KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
 		ret = ldr_err(-EINVAL, "%s is staged already", path);
 		goto out;
 	}
+	remove_stale_stagings(dir, base);
 	len = ldr_align_up(k->hdr.file_size, (uint64_t)sfs.f_bsize);
-	fd = open(tmp, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+	fd = LDR_FAULT_CALL("open") ? -1 :
+	     open(tmp, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		ret = ldr_err(-errno, "%s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	if (ftruncate(fd, (off_t)len)) {
+	if (LDR_FAULT_CALL("truncate") || ftruncate(fd, (off_t)len)) {
 		ret = ldr_err(-errno, "%s: %s", tmp, strerror(errno));
 		goto out_unlink;
 	}
 	/* hugetlbfs reserves every page here: too few pages fail now,
 	 * instead of a SIGBUS on first touch */
-	mem.base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	mem.base = LDR_FAULT_CALL("mmap") ? MAP_FAILED :
+		   mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (mem.base == MAP_FAILED) {
 		mem.base = NULL;
 		ret = ldr_err(-ENOSPC, "%s: cannot reserve %llu MiB of %lu KiB hugepages: %s",
@@ -291,6 +311,7 @@ KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
 	c.total = k->hdr.file_size;
 	ro.region = mem.base;
 	ro.region_len = len;
+	ro.fault = LDR_FAULT_HOOK;
 	ret = ur_read_spans(src, spans, k->n_entries + 1, &ro, check_span, &c,
 			    NULL);
 	if (ret) {
@@ -302,7 +323,7 @@ KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
 	}
 	munmap(mem.base, len);
 	mem.base = NULL;
-	if (rename(tmp, dst)) {
+	if (LDR_FAULT_CALL("rename") || rename(tmp, dst)) {
 		ret = ldr_err(-errno, "%s: %s", dst, strerror(errno));
 		goto out_unlink;
 	}

@@ -6,12 +6,14 @@
 #include <errno.h>
 #include <string.h>
 
+#include "ktcore/live.h"
 #include "ktcore/cache.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
 
 KT_EXPORT void kt_model_destroy(struct kt_model *m)
 {
+	core_live_remove(m);		/* no op runs on it from here on */
 	core_model_extras_free(m);	/* routing counters, expert cache */
 	if (m && m->release)
 		m->release(m);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
+#include "ktcore/live.h"
 #include "ktcore/moe.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
@@ -21,6 +22,7 @@
 #include "ktcore/cache.h"
 #include "loader/cache-open.h"
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/ktw.h"
 #include "loader/placement.h"
 #include "kernels/crc32c.h"
@@ -165,6 +167,7 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 	ro.block = o && o->io_block ? o->io_block : 0;
 	ro.depth = o && o->io_depth ? o->io_depth : 0;
 	ro.no_uring = flags & KT_MODEL_F_NO_URING;
+	ro.fault = LDR_FAULT_HOOK;
 	ro.region = p->mem.base;
 	ro.region_len = p->mem.len;
 	v = (struct verify_ctx){ .k = k, .entry_of = entry_of,
@@ -374,6 +377,9 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 			kt_quant_name(m->quant));
 		goto err;
 	}
+	ret = core_live_add(ctx, m);
+	if (ret)
+		goto err;
 	core_log(ctx, KT_LOG_INFO, "%s: %u layers x %u experts, %llu MiB resident, %s",
 		 path, m->n_layers, m->n_experts,
 		 (unsigned long long)(m->resident_bytes >> 20),

@@ -52,6 +52,7 @@ struct ur_state {
 	uint64_t window;
 	uint32_t n_windows;
 	uint32_t registered;	/* windows [0, registered) are in the table */
+	int (*fault)(const char *site);	/* ur_read_opts.fault */
 	struct ur_read_stats *st;
 	/* the helper thread: callbacks and populating ahead of the reads */
 	bool helper;
@@ -282,6 +283,12 @@ static int helper_stop(struct ur_state *s)
 	return s->helper_err;
 }
 
+/* -errno when the test hook fails @site, else 0 */
+static int inject(const struct ur_state *s, const char *site)
+{
+	return s->fault ? s->fault(site) : 0;
+}
+
 static int read_pread(int fd, struct ur_state *s)
 {
 	struct ur_req r;
@@ -289,7 +296,9 @@ static int read_pread(int fd, struct ur_state *s)
 
 	while (next_req(s, &r)) {
 		while (r.len) {
-			ssize_t got = pread(fd, r.dst, r.len, (off_t)r.off);
+			int f = inject(s, "read");
+			ssize_t got = f ? (errno = -f, -1) :
+				      pread(fd, r.dst, r.len, (off_t)r.off);
 
 			if (got < 0 && errno == EINTR)
 				continue;
@@ -318,9 +327,12 @@ static int register_upto(struct io_uring *ring, struct ur_state *s, int w)
 			.iov_len = s->region_len - start < s->window ?
 				   s->region_len - start : s->window,
 		};
-		int ret = io_uring_register_buffers_update_tag(ring,
-							       s->registered,
-							       &iov, NULL, 1);
+		int ret = inject(s, "register");
+
+		if (!ret)
+			ret = io_uring_register_buffers_update_tag(ring,
+								   s->registered,
+								   &iov, NULL, 1);
 		if (ret < 0)
 			return ret;
 		s->registered++;
@@ -348,7 +360,9 @@ static int read_uring(int fd, struct ur_state *s, uint32_t depth,
 	bool more = true;
 	int ret, err = 0;
 
-	ret = io_uring_queue_init(depth, &ring, 0);
+	ret = inject(s, "uring_init");
+	if (!ret)
+		ret = io_uring_queue_init(depth, &ring, 0);
 	if (ret < 0)
 		return ret;
 	reqs = calloc(depth, sizeof(*reqs));
@@ -398,7 +412,9 @@ static int read_uring(int fd, struct ur_state *s, uint32_t depth,
 			more = false;
 		if (!inflight)
 			break;
-		ret = io_uring_submit_and_wait(&ring, 1);
+		ret = inject(s, "submit");
+		if (!ret)
+			ret = io_uring_submit_and_wait(&ring, 1);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
 			err = err ? err : ret;
 			/* the kernel keeps refusing: give up; pages under I/O
@@ -408,7 +424,7 @@ static int read_uring(int fd, struct ur_state *s, uint32_t depth,
 		}
 		while (!io_uring_peek_cqe(&ring, &cqe)) {
 			unsigned int slot = (unsigned int)io_uring_cqe_get_data64(cqe);
-			int res = cqe->res;
+			int res = inject(s, "cqe") ?: cqe->res;
 
 			io_uring_cqe_seen(&ring, cqe);
 			r = &reqs[slot];
@@ -465,6 +481,7 @@ int ur_read_spans(int fd, const struct ur_span *spans, size_t n,
 	s.block = o && o->block ? o->block : UR_DEF_BLOCK;
 	s.region = o ? o->region : NULL;
 	s.region_len = o ? o->region_len : 0;
+	s.fault = o ? o->fault : NULL;
 	depth = o && o->depth ? o->depth : UR_DEF_DEPTH;
 	if (depth > UR_MAX_DEPTH)
 		depth = UR_MAX_DEPTH;

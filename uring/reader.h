@@ -34,6 +34,14 @@ struct ur_read_opts {
 	uint64_t region_len;	/* windows as the reads reach them */
 	bool sync_cb;		/* run callbacks on the calling thread */
 	bool no_populate;	/* do not fault @region in ahead of reads */
+	/*
+	 * Tests only (NULL otherwise): called before each step that can fail,
+	 * with the step's name: "uring_init" (falls back to pread),
+	 * "register" (falls back to unregistered reads), "submit", "cqe"
+	 * (the completion reads as -errno), "read" (one pread). A -errno
+	 * return fails that step as the kernel would have.
+	 */
+	int (*fault)(const char *site);
 };
 
 struct ur_read_stats {

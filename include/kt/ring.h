@@ -122,7 +122,8 @@ struct kt_ring {
 	uint32_t sqe_tail;		/* next sqe, not yet published */
 	uint32_t spin;			/* kt_wait_cqe polls this often */
 	int32_t eventfd;
-	uint32_t reserved[7];
+	uint32_t owner;			/* thread id of kt_ring_init's caller */
+	uint32_t reserved[6];
 };
 
 /*
@@ -149,6 +150,21 @@ void __kt_ring_wake_workers(struct kt_ring *ring);
  * -EINVAL on a detached ring.
  */
 int __kt_ring_wait_cq(struct kt_ring *ring, uint32_t seen_tail);
+
+/*
+ * Misuse checks. With KT_DEBUG defined (kt's debug build, make DEBUG=1,
+ * defines it for the exported twins; define it when compiling your code to
+ * check its inline calls too), every helper first calls this, which aborts
+ * with a "kt: misuse:" message when @ring was released by kt_ring_exit()
+ * (or never initialised) or is used by a thread other than the one that
+ * created it. Without KT_DEBUG the helpers never call it.
+ */
+void __kt_ring_debug_check(const struct kt_ring *ring, const char *fn);
+#ifdef KT_DEBUG
+#define __KT_RING_DEBUG_CHECK(ring)	__kt_ring_debug_check((ring), __func__)
+#else
+#define __KT_RING_DEBUG_CHECK(ring)	((void)0)
+#endif
 
 /* Rings one context serves at most. */
 #define KT_RING_MAX_PER_CTX 64
@@ -218,6 +234,7 @@ KT_RING_INLINE struct kt_sqe *kt_get_sqe(struct kt_ring *ring)
 {
 	uint32_t head;
 
+	__KT_RING_DEBUG_CHECK(ring);
 	if (__builtin_expect(!ring->sh, 0))
 		return NULL;
 	/* acquire: pairs with the worker's release of sq_head (W1), so the
@@ -281,6 +298,7 @@ KT_RING_INLINE int kt_submit(struct kt_ring *ring)
 {
 	uint32_t old;
 
+	__KT_RING_DEBUG_CHECK(ring);
 	if (__builtin_expect(!ring->sh, 0))
 		return -EINVAL;
 	old = __kt_load_relaxed(&ring->sh->sq_tail);
@@ -305,6 +323,7 @@ KT_RING_INLINE int kt_peek_cqe(struct kt_ring *ring, struct kt_cqe **cqe)
 {
 	uint32_t head, tail;
 
+	__KT_RING_DEBUG_CHECK(ring);
 	if (__builtin_expect(!ring->sh, 0))
 		return -EINVAL;
 	head = ring->sh->cq_head;
@@ -319,10 +338,13 @@ KT_RING_INLINE int kt_peek_cqe(struct kt_ring *ring, struct kt_cqe **cqe)
 
 /**
  * kt_cqe_seen() - release the completion returned by a peek or wait.
- * @ring: ring.
+ * @ring: ring; nothing happens on a released one.
  */
 KT_RING_INLINE void kt_cqe_seen(struct kt_ring *ring)
 {
+	__KT_RING_DEBUG_CHECK(ring);
+	if (__builtin_expect(!ring->sh, 0))
+		return;
 	/* release: pairs with the worker's acquire of cq_head (W5), so our
 	 * read of the cqe is done before its slot is reused */
 	__kt_store_release(&ring->sh->cq_head, ring->sh->cq_head + 1);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * fault.c - walk every fault-injection site (loader/fault.h) of kt convert
- * and of opening/verifying a .ktw: fail the 1st, 2nd, ... call at each site
+ * fault.c - walk every fault-injection site (loader/fault.h, ktcore/fault.h
+ * and the io_uring reader's hook) of kt convert, of verifying, opening
+ * and staging a .ktw, and of kt_model_create(): fail the 1st, 2nd, ... call at each site
  * until the operation no longer reaches it. Each failure must give a
  * -errno with a message, leave no output and no temporary behind, and the
  * same operation must then succeed; a fault the code tolerates (a fallback)
@@ -9,10 +10,13 @@
  * fault-check builds this with ASan and -DKT_FAULT_INJECT. Skips elsewhere.
  */
 #include <dirent.h>
+#include <sys/mount.h>
 
 #include <kt/kt.h>
 #include "kt_test.h"
 #include "ckpt.h"
+#include "hugetlb.h"
+#include "../moe/model.h"
 #include "loader/fault.h"
 
 #ifdef KT_FAULT_INJECT
@@ -150,6 +154,122 @@ TEST(verify_every_site)
 	o.output = out;
 	ASSERT_EQ(kt_convert(&o), 0);
 	walk(_metadata, "verify", do_verify, out, NULL, d);
+	tck_free(&c);
+	tck_rmdir(d);
+}
+struct open_arg {
+	struct kt_ctx *ctx;
+	const char *path;
+	uint32_t flags;
+};
+
+static int do_open(void *arg)
+{
+	struct open_arg *a = arg;
+	struct kt_model_opts o = { .sz = sizeof(o), .flags = a->flags };
+	struct kt_model *m = NULL;
+	int ret = kt_model_open(a->ctx, a->path, &o, &m);
+
+	kt_model_destroy(m);
+	return ret;
+}
+
+/* kt_model_open() through io_uring (reader sites) and through pread */
+TEST_TIMEOUT(open_every_site, 600)
+{
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 3, 2, 2, 1, 63);
+	struct kt_convert_opts o = { .sz = sizeof(o), .quant = KT_QUANT_INT8,
+				     .layer_last = -1, .threads = 1 };
+	struct kt_ctx_opts co = { .sz = sizeof(co), .threads = 1 };
+	struct open_arg a = { 0 };
+	char d[256], out[300];
+
+	snprintf(d, sizeof(d), "/tmp/kt-fault-open-%d", (int)getpid());
+	tck_rmdir(d);
+	ASSERT_EQ(tck_write(&c, d), 0);
+	snprintf(out, sizeof(out), "%s/m.ktw", d);
+	o.input = d;
+	o.output = out;
+	ASSERT_EQ(kt_convert(&o), 0);
+	ASSERT_EQ(kt_ctx_create(&co, &a.ctx), 0);
+	a.path = out;
+	walk(_metadata, "open", do_open, &a, NULL, d);
+	a.flags = KT_MODEL_F_NO_URING | KT_MODEL_F_NO_HUGEPAGE;
+	walk(_metadata, "open (pread)", do_open, &a, NULL, d);
+	kt_ctx_destroy(a.ctx);
+	tck_free(&c);
+	tck_rmdir(d);
+}
+
+struct create_arg {
+	struct kt_ctx *ctx;
+	struct tmodel t;
+};
+
+static int do_create(void *arg)
+{
+	struct create_arg *a = arg;
+	struct kt_model *m = NULL;
+	int ret = tm_create(&a->t, a->ctx, KT_QUANT_INT4, 32, &m);
+
+	kt_model_destroy(m);
+	return ret;
+}
+
+TEST(create_every_site)
+{
+	struct kt_ctx_opts co = { .sz = sizeof(co), .threads = 1 };
+	struct create_arg a;
+	char d[64];
+
+	snprintf(d, sizeof(d), "/tmp/kt-fault-create-%d", (int)getpid());
+	ASSERT_EQ(mkdir(d, 0755), 0);
+	tm_init(&a.t, 128, 256, 4, 2, KT_DTYPE_BF16, 64);
+	ASSERT_EQ(kt_ctx_create(&co, &a.ctx), 0);
+	walk(_metadata, "create", do_create, &a, NULL, d);
+	kt_ctx_destroy(a.ctx);
+	tm_free(&a.t);
+	rmdir(d);
+}
+
+struct stage_arg {
+	const char *ktw, *mnt;
+};
+
+static int do_stage(void *arg)
+{
+	struct stage_arg *a = arg;
+
+	return kt_ktw_stage(a->ktw, a->mnt, NULL, 0, NULL, NULL);
+}
+
+TEST_TIMEOUT(stage_every_site, 600)
+{
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 3, 2, 2, 1, 65);
+	struct kt_convert_opts o = { .sz = sizeof(o), .quant = KT_QUANT_INT8,
+				     .layer_last = -1, .threads = 1 };
+	char d[256], mnt[256], ktw[300], staged[300], buf[160];
+	struct stage_arg a = { ktw, mnt };
+	const char *why = "";
+
+	snprintf(d, sizeof(d), "/tmp/kt-fault-stage-%d", (int)getpid());
+	snprintf(mnt, sizeof(mnt), "/tmp/kt-fault-stage-mnt-%d", (int)getpid());
+	snprintf(ktw, sizeof(ktw), "%s/m.ktw", d);
+	snprintf(staged, sizeof(staged), "%s/m.ktw", mnt);
+	tck_rmdir(d);
+	ASSERT_EQ(tck_write(&c, d), 0);
+	o.input = d;
+	o.output = ktw;
+	ASSERT_EQ(kt_convert(&o), 0);
+	if (th_staging_mount(mnt, 8, &why, buf, sizeof(buf))) {
+		tck_free(&c);
+		tck_rmdir(d);
+		SKIP(return, "%s", why);
+	}
+	walk(_metadata, "stage", do_stage, &a, staged, mnt);
+	unlink(staged);
+	umount(mnt);
+	rmdir(mnt);
 	tck_free(&c);
 	tck_rmdir(d);
 }
