@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ktcore/core.h"
+#include "ktcore/residency.h"
 
 static int64_t get_id(const void *ids, uint8_t dt, size_t i)
 {
@@ -127,8 +128,10 @@ KT_EXPORT int kt_submit_moe_deferred(struct kt_ring *ring, struct kt_model *m,
 	struct kt_model_info info;
 	struct kt_defer_opts dop;
 	struct kt_moe_args now, later;
+	const struct core_res_snap *rs;
 	struct kt_sqe *sqe;
 	uint64_t free_sq;
+	unsigned int slot = 0;
 	int ret;
 
 	if (!ring || !m || !args)
@@ -162,9 +165,16 @@ KT_EXPORT int kt_submit_moe_deferred(struct kt_ring *ring, struct kt_model *m,
 		return -EAGAIN;
 	if (!dop.n_experts)
 		dop.n_experts = info.n_experts;
+	/* the GPU's experts run at once (KT-Kernel defers CPU experts
+	 * only): without a keep mask of the caller's, the current set */
+	rs = dop.keep ? NULL : core_residency_get(m, &slot);
+	if (rs)
+		dop.keep = core_res_layer(m, rs, layer);
 	ret = kt_defer_split(&dop, args->ids, args->ids_dtype, args->w,
 			     args->tokens, args->top_k, bufs->ids_now,
 			     bufs->w_now, bufs->ids_later, bufs->w_later);
+	if (rs)
+		core_residency_put(m, slot);
 	if (ret < 0)
 		return ret;
 	now = *args;

@@ -247,6 +247,9 @@ struct kt_defer_bufs {
  * @layer: layer index.
  * @args: the op as kt_prep_moe() takes it; its ids and w are split.
  * @o: deferral options; NULL or @o->max_deferred 0 defers nothing.
+ *	Without @o->keep, the experts of @layer on the GPU now
+ *	(kt_model_gpu_experts()) are never deferred; @o->n_experts 0 means
+ *	@m's E.
  * @y_next: the next layer's output [T][H] of @args->y_dtype; NULL on the
  *	last layer, which never defers.
  * @bufs: where the split goes; unused when nothing is deferred.
