@@ -484,19 +484,22 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 		for (s = 0; s < a->top_k; s++) {
 			int64_t id = load_id(a, base + s);
 
-			if (id < 0 || id >= m->n_experts || !ex[id].present ||
-			    (a->skip_mask &&
-			     (a->skip_mask[id / 64] >> (id % 64) & 1)))
+			if (id < 0 || id >= m->n_experts)
 				continue;
 			for (s2 = 0; s2 < s; s2++)
 				if (load_id(a, base + s2) == id)
 					break;
 			if (s2 < s)
 				continue;	/* a token counts once */
+			/* every routed expert counts, also those on the GPU
+			 * or skipped here: placement reads their heat */
 			if (route)
 				/* relaxed: a counter; readers see it later */
 				__atomic_fetch_add(&route[id], 1,
 						   __ATOMIC_RELAXED);
+			if (!ex[id].present || (a->skip_mask &&
+			    (a->skip_mask[id / 64] >> (id % 64) & 1)))
+				continue;
 			if (c && c->mark[id] != c->gen) {
 				c->mark[id] = c->gen;
 				c->need[c->n_need++] = (uint32_t)id;

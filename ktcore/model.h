@@ -38,6 +38,9 @@ struct kt_model {
 	/* expert slots of a model larger than its budget (ktcore/cache.c);
 	 * NULL: every present expert is resident */
 	struct core_cache *cache;
+	/* experts on the GPU, changed while ops run (ktcore/residency.c);
+	 * NULL: no GPU backend, nothing is on the GPU */
+	struct core_residency *residency;
 	/* whoever built the model frees its memory here */
 	void (*release)(struct kt_model *m);
 	void *priv;

@@ -16,6 +16,7 @@
 #include "ktcore/mem.h"
 #include "ktcore/model.h"
 #include "ktcore/moe.h"
+#include "ktcore/residency.h"
 
 /* Scratch per node is sized to hold this many bytes for a token chunk. */
 #define MOE_SCRATCH_BUDGET	(512ull << 20)
@@ -661,15 +662,42 @@ static int validate(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	return 0;
 }
 
+/*
+ * @a with the layer's GPU experts of @rs added to its skip mask, in @ga
+ * (the mask in the model's scratch: only the leader runs ops); @a itself
+ * when none of the layer's experts is on the GPU.
+ */
+static const struct kt_moe_args *gpu_skip(const struct kt_model *m,
+					  const struct core_res_snap *rs,
+					  const struct kt_moe_args *a,
+					  struct kt_moe_args *ga)
+{
+	const uint64_t *g = core_res_layer(m, rs, a->layer);
+	uint64_t *sk = core_residency_scratch(m), any = 0;
+	uint32_t i, W = (m->n_experts + 63) / 64;
+
+	for (i = 0; i < W; i++) {
+		sk[i] = g[i] | (a->skip_mask ? a->skip_mask[i] : 0);
+		any |= g[i];
+	}
+	if (!any)
+		return a;
+	*ga = *a;
+	ga->skip_mask = sk;
+	return ga;
+}
+
 int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 {
 	const struct kt_model *m = sqe->model;
 	const struct kt_moe_args *a = &sqe->moe;
 	struct moe_priv *priv = core_ctx_priv(ctx);
 	struct core_cache_op cop = { 0 };
+	const struct core_res_snap *rs = NULL;
+	struct kt_moe_args ga;
 	struct moe_dims need;
 	struct moe_job j;
-	unsigned int i, chunk;
+	unsigned int i, chunk, rslot = 0;
 	int ret;
 
 	ret = validate(ctx, sqe);
@@ -688,6 +716,11 @@ int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 		kern_node_slice(m->inter, m->down_chunk, priv->n_nodes, i,
 				&priv->nodes[i]->i0, &priv->nodes[i]->i1);
 	}
+	/* the GPU set this op runs with, whole (ktcore/residency.h): its
+	 * experts are the GPU's, skipped here like the op's own skip_mask */
+	rs = core_residency_get(m, &rslot);
+	if (rs)
+		a = gpu_skip(m, rs, a, &ga);
 	/* routing counters; with a cache, reads of the missing experts */
 	ret = core_cache_op_begin(ctx, m, a, &cop);
 	if (ret)
@@ -740,6 +773,8 @@ int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	}
 out:
 	core_cache_op_end(m, &cop, a->tokens);
+	if (rs)
+		core_residency_put(m, rslot);
 	return ret;
 
 unreserved:

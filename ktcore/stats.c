@@ -11,6 +11,7 @@
 #include "ktcore/cache.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
+#include "ktcore/residency.h"
 
 int core_stats_reserve(const struct kt_model *m)
 {
@@ -29,6 +30,7 @@ void core_model_extras_free(struct kt_model *m)
 {
 	if (!m)
 		return;
+	core_residency_free(m);
 	core_cache_destroy(m->cache);
 	m->cache = NULL;
 	free(m->route);

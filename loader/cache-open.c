@@ -14,16 +14,19 @@
 #include "loader/error.h"
 #include "loader/ktw.h"
 #include "loader/cache-open.h"
+#include "loader/mask.h"
 
 /* The new fields are there (an older caller's struct ends before). */
 static bool has_budget(const struct kt_model_opts *o)
 {
-	return o && o->sz >= offsetof(struct kt_model_opts, reserved2);
+	return o && o->sz >= offsetof(struct kt_model_opts, pad0);
 }
 
-static bool masked(const uint64_t *mask, uint32_t e)
+static bool masked(const struct ldr_ktw *k, const struct kt_model_opts *o,
+		   uint64_t i)
 {
-	return mask && (mask[e / 64] >> (e % 64)) & 1;
+	return ldr_masked(o->expert_mask, o->layer_masks, k->hdr.n_experts,
+			  k->table[i].layer, k->table[i].expert);
 }
 
 bool ldr_cache_wanted(const struct ldr_ktw *k, const struct kt_model_opts *o)
@@ -33,7 +36,7 @@ bool ldr_cache_wanted(const struct ldr_ktw *k, const struct kt_model_opts *o)
 	if (!has_budget(o) || !o->budget || k->hugetlbfs)
 		return false;
 	for (i = 0; i < k->n_entries; i++)
-		n += !masked(o->expert_mask, k->table[i].expert);
+		n += !masked(k, o, i);
 	return o->budget < n * k->hdr.blob_stride;
 }
 
@@ -54,8 +57,7 @@ int ldr_cache_attach(struct kt_ctx *ctx, const struct ldr_ktw *k,
 	for (i = 0; i < k->n_entries; i++) {
 		off[i] = k->table[i].offset;
 		crc[i] = k->table[i].crc;
-		m->experts[i].present = !masked(o->expert_mask,
-						k->table[i].expert);
+		m->experts[i].present = !masked(k, o, i);
 	}
 	d.path = k->path;
 	d.budget = o->budget;

@@ -13,6 +13,7 @@
 #include "ktcore/core.h"
 #include "ktcore/mem.h"
 #include "ktcore/model.h"
+#include "loader/mask.h"
 #include "loader/placement.h"
 
 #define BLOB_ALIGN 4096ul
@@ -48,11 +49,6 @@ static int validate(const struct kt_model_desc *d, struct kern_pack_layout *l)
 	}
 	ret = kern_pack_layout(d->quant, d->hidden, d->inter, d->group_size, l);
 	return ret;
-}
-
-static bool masked(const uint64_t *mask, uint32_t e)
-{
-	return mask && (mask[e / 64] >> (e % 64) & 1);
 }
 
 /* Each page on the node that computes on most of it, before packing. */
@@ -117,9 +113,11 @@ KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
 	for (layer = 0; layer < desc->n_layers; layer++)
 		m->layer_ids[layer] = desc->layer_ids ?
 			desc->layer_ids[layer] : (int32_t)layer;
-	for (e = 0; e < desc->n_experts; e++)
-		n_blobs += !masked(desc->expert_mask, e);
-	n_blobs *= desc->n_layers;
+	for (layer = 0; layer < desc->n_layers; layer++)
+		for (e = 0; e < desc->n_experts; e++)
+			n_blobs += !ldr_masked(desc->expert_mask,
+					       desc->layer_masks,
+					       desc->n_experts, layer, e);
 	stride = (l.total + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
 	ret = alloc_blobs(ctx, mm, &l, n_blobs, stride);
 	if (ret)
@@ -130,7 +128,8 @@ KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
 			struct kt_expert_src src = { 0 };
 			uint8_t *blob;
 
-			if (masked(desc->expert_mask, e))
+			if (ldr_masked(desc->expert_mask, desc->layer_masks,
+				       desc->n_experts, layer, e))
 				continue;
 			ret = desc->get_expert(desc->arg, layer, e, &src);
 			if (ret)

@@ -24,6 +24,7 @@
 #include "loader/error.h"
 #include "loader/fault.h"
 #include "loader/ktw.h"
+#include "loader/mask.h"
 #include "loader/placement.h"
 #include "kernels/crc32c.h"
 #include "uring/reader.h"
@@ -57,9 +58,13 @@ static void model_release(struct kt_model *m)
 	free(m);
 }
 
-static bool masked(const uint64_t *mask, uint32_t e)
+/* Entry @i of @k is left out by @o's masks. */
+static bool masked(const struct ldr_ktw *k, const struct kt_model_opts *o,
+		   uint64_t i)
 {
-	return mask && (mask[e / 64] >> (e % 64)) & 1;
+	return o && ldr_masked(o->expert_mask, o->layer_masks,
+			       k->hdr.n_experts, k->table[i].layer,
+			       k->table[i].expert);
 }
 
 struct verify_ctx {
@@ -112,7 +117,6 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 		     uint8_t **blob_of)
 {
 	uint32_t flags = o ? o->flags : 0;
-	const uint64_t *mask = o ? o->expert_mask : NULL;
 	uint64_t stride = k->hdr.blob_stride, i, n = 0, *entry_of = NULL;
 	struct ur_read_opts ro = { 0 };
 	struct ur_read_stats rs;
@@ -125,7 +129,7 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 	uint64_t t0;
 
 	for (i = 0; i < k->n_entries; i++)
-		if (!masked(mask, k->table[i].expert))
+		if (!masked(k, o, i))
 			n++;
 	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
 			 k->hdr.inter, k->hdr.group_size, &lay);
@@ -148,7 +152,7 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 		goto out;
 	}
 	for (i = 0, n = 0; i < k->n_entries; i++) {
-		if (masked(mask, k->table[i].expert))
+		if (masked(k, o, i))
 			continue;
 		spans[n] = (struct ur_span){ k->table[i].offset, stride,
 					     p->mem.base + n * stride };
@@ -264,7 +268,6 @@ static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
 		    uint8_t **blob_of)
 {
 	uint32_t flags = o ? o->flags : 0;
-	const uint64_t *mask = o ? o->expert_mask : NULL;
 	struct crc_job job = { .k = k };
 	uint64_t i, t0 = core_now_ns();
 
@@ -285,7 +288,7 @@ static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
 			return blob_error(k, (uint64_t)job.bad - 1, job.bad_crc);
 	}
 	for (i = 0; i < k->n_entries; i++)
-		if (!masked(mask, k->table[i].expert))
+		if (!masked(k, o, i))
 			blob_of[i] = p->map + k->table[i].offset;
 	last_stats.ns = core_now_ns() - t0;
 	last_stats.mapped = 1;
@@ -315,6 +318,9 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	if (CORE_OPTS_GET(&o, opts, expert_mask))
 		return ldr_err(-EINVAL, "kt_model_open: opts->sz too small, or fields this library does not know are set");
 	opts = &o;
+	if (opts->pad0 || opts->reserved2[0] || opts->reserved2[1] ||
+	    opts->reserved2[2] || opts->reserved2[3])
+		return ldr_err(-EINVAL, "kt_model_open: opts->pad0 and reserved2 must be zero");
 	if (opts->io_block % 4096)
 		return ldr_err(-EINVAL, "kt_model_open: io_block %u is not a multiple of 4096",
 			       opts->io_block);

@@ -129,19 +129,19 @@ static int read_all(int fd, void *p, size_t n)
 	return 0;
 }
 
-KT_EXPORT int kt_model_route_load(struct kt_model *m, const char *path)
+/*
+ * Read and check @path for @nl x @ne counters into @buf (nl x ne words);
+ * nothing else is touched, so a bad file changes nothing.
+ */
+static int route_read(const char *path, uint32_t nl, uint32_t ne,
+		      uint64_t *buf)
 {
 	struct route_hdr h;
 	struct stat st;
-	uint64_t n, i, *buf = NULL;
+	uint64_t n = (uint64_t)nl * ne;
 	uint32_t tail[2];
 	int fd, ret;
 
-	if (!m || !path)
-		return ldr_err(-EINVAL, "kt_model_route_load: model and path are required");
-	ret = core_stats_reserve(m);
-	if (ret)
-		return ret;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return ldr_err(-errno, "%s: %s", path, strerror(errno));
@@ -169,23 +169,16 @@ KT_EXPORT int kt_model_route_load(struct kt_model *m, const char *path)
 			path, h.major, h.minor, h.header_size);
 		goto out;
 	}
-	/* the model's geometry bounds everything read below */
-	if (h.n_layers != m->n_layers || h.n_experts != m->n_experts) {
+	/* the caller's geometry bounds everything read below */
+	if (h.n_layers != nl || h.n_experts != ne) {
 		ldr_err(ret, "%s: %u layers x %u experts, the model has %u x %u",
-			path, h.n_layers, h.n_experts, m->n_layers,
-			m->n_experts);
+			path, h.n_layers, h.n_experts, nl, ne);
 		goto out;
 	}
-	n = (uint64_t)m->n_layers * m->n_experts;
 	if ((uint64_t)st.st_size != route_file_size(n)) {
 		ldr_err(ret, "%s: %lld bytes, expected %llu", path,
 			(long long)st.st_size,
 			(unsigned long long)route_file_size(n));
-		goto out;
-	}
-	buf = malloc(n * 8);
-	if (!buf) {
-		ret = -ENOMEM;
 		goto out;
 	}
 	ret = read_all(fd, buf, n * 8);
@@ -196,15 +189,38 @@ KT_EXPORT int kt_model_route_load(struct kt_model *m, const char *path)
 		goto out;
 	}
 	if (tail[0] != kern_crc32c(kern_crc32c(0, &h, sizeof(h)), buf, n * 8) ||
-	    tail[1]) {
+	    tail[1])
 		ret = ldr_err(-EINVAL, "%s: checksum mismatch", path);
-		goto out;
-	}
-	for (i = 0; i < n; i++)
-		__atomic_store_n(&m->route[i], buf[i], __ATOMIC_RELAXED);
-	ret = 0;
 out:
-	free(buf);
 	close(fd);
+	return ret;
+}
+
+KT_EXPORT int kt_route_file_read(const char *path, uint32_t n_layers,
+				 uint32_t n_experts, uint64_t *counts)
+{
+	if (!path || !counts || !n_layers || !n_experts)
+		return ldr_err(-EINVAL, "kt_route_file_read: path, counts and the geometry are required");
+	return route_read(path, n_layers, n_experts, counts);
+}
+
+KT_EXPORT int kt_model_route_load(struct kt_model *m, const char *path)
+{
+	uint64_t n, i, *buf;
+	int ret;
+
+	if (!m || !path)
+		return ldr_err(-EINVAL, "kt_model_route_load: model and path are required");
+	ret = core_stats_reserve(m);
+	if (ret)
+		return ret;
+	n = (uint64_t)m->n_layers * m->n_experts;
+	buf = malloc(n ? n * 8 : 8);
+	if (!buf)
+		return -ENOMEM;
+	ret = route_read(path, m->n_layers, m->n_experts, buf);
+	for (i = 0; !ret && i < n; i++)
+		__atomic_store_n(&m->route[i], buf[i], __ATOMIC_RELAXED);
+	free(buf);
 	return ret;
 }

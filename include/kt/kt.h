@@ -325,7 +325,14 @@ typedef int (*kt_expert_fn)(void *arg, uint32_t layer, uint32_t expert,
  * @get_expert: source of the weights, called once per (layer, expert).
  * @arg: passed to @get_expert.
  * @expert_mask: optional bitmap of E bits; a set bit means the expert
- *	 lives elsewhere (the GPU): it is neither packed nor run.
+ *	 lives elsewhere (the GPU) in every layer: it is neither packed nor
+ *	 run.
+ * @layer_masks: optional per-layer bitmaps, uint64_t[n_layers]
+ *	 [KT_PLACE_WORDS(E)] (kt/place.h; kt_place_plan() writes them): a
+ *	 set bit of layer l leaves that expert of that layer out, as
+ *	 @expert_mask does for all layers (an expert is left out when either
+ *	 says so).
+ * @reserved: must be zero.
  */
 struct kt_model_desc {
 	size_t sz;
@@ -340,7 +347,8 @@ struct kt_model_desc {
 	kt_expert_fn get_expert;
 	void *arg;
 	const uint64_t *expert_mask;
-	uint32_t reserved[8];
+	const uint64_t *layer_masks;
+	uint32_t reserved[6];
 };
 
 /**
@@ -361,7 +369,7 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  * @sz: sizeof(struct kt_model_opts).
  * @flags: KT_MODEL_F_*.
  * @expert_mask: optional bitmap of E bits; set bits are experts that live
- *	 elsewhere (the GPU) and are not loaded.
+ *	 elsewhere (the GPU) in every layer and are not loaded.
  * @io_block: bytes per read request, a multiple of 4096 (0: 4 MiB).
  * @io_depth: read requests in flight (0: 32).
  * @budget: bytes of memory for experts (0: no limit). Below the model's
@@ -372,6 +380,13 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  * @prefetch_next: with a cache, while layer L computes, read this many
  *	of layer L + 1's most likely experts (by the routing counters).
  * @halflife: ageing of the eviction counts, in ops (0: 8 x layers).
+ * @pad0: must be zero.
+ * @layer_masks: optional per-layer bitmaps, uint64_t[n_layers]
+ *	[KT_PLACE_WORDS(E)] (kt/place.h): a set bit of layer l is an expert
+ *	of that layer that lives elsewhere (the GPU) and is not loaded into
+ *	host memory nor run; combined with @expert_mask (either leaves an
+ *	expert out). To keep a host copy of the GPU experts (for
+ *	re-placement), do not mask them.
  */
 struct kt_model_opts {
 	size_t sz;
@@ -384,7 +399,9 @@ struct kt_model_opts {
 	uint32_t cache_flags;
 	uint32_t prefetch_next;
 	uint32_t halflife;
-	uint32_t reserved2[7];
+	uint32_t pad0;
+	const uint64_t *layer_masks;
+	uint32_t reserved2[4];
 };
 
 #define KT_MODEL_F_NO_VERIFY	(1u << 0)	/* skip CRC32C checks */
@@ -511,5 +528,6 @@ int kt_moe_forward(struct kt_ctx *ctx, struct kt_model *m,
 #include <kt/ring.h>
 #include <kt/ktw.h>
 #include <kt/cache.h>
+#include <kt/place.h>
 
 #endif /* KT_KT_H */
