@@ -18,28 +18,7 @@
 #include "ktcore/core.h"
 #include "ktcore/model.h"
 #include "loader/error.h"
-
-#define ROUTE_MAGIC	"KTROUTE\n"
-#define ROUTE_MAJOR	1
-#define ROUTE_HDR	32u
-
-struct route_hdr {
-	char magic[8];
-	uint16_t major;
-	uint16_t minor;
-	uint32_t header_size;	/* ROUTE_HDR */
-	uint32_t n_layers;
-	uint32_t n_experts;
-	uint64_t reserved;	/* 0 */
-};
-
-_Static_assert(sizeof(struct route_hdr) == ROUTE_HDR, "route header size");
-
-/* Bytes of a file for @n counters: header, counters, CRC32C, padding. */
-static uint64_t route_file_size(uint64_t n)
-{
-	return ROUTE_HDR + 8 * n + 8;
-}
+#include "loader/route-format.h"
 
 static int write_all(int fd, const void *p, size_t n)
 {
@@ -60,7 +39,7 @@ static int write_all(int fd, const void *p, size_t n)
 
 KT_EXPORT int kt_model_route_save(const struct kt_model *m, const char *path)
 {
-	struct route_hdr h;
+	struct ldr_route_hdr h;
 	uint64_t n, i, *buf;
 	uint32_t tail[2];
 	char tmp[4096];
@@ -73,9 +52,9 @@ KT_EXPORT int kt_model_route_save(const struct kt_model *m, const char *path)
 	    (int)sizeof(tmp))
 		return ldr_err(-EINVAL, "%s: path too long", path);
 	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, ROUTE_MAGIC, 8);
-	h.major = ROUTE_MAJOR;
-	h.header_size = ROUTE_HDR;
+	memcpy(h.magic, LDR_ROUTE_MAGIC, 8);
+	h.major = LDR_ROUTE_MAJOR;
+	h.header_size = LDR_ROUTE_HDR;
 	h.n_layers = m->n_layers;
 	h.n_experts = m->n_experts;
 	buf = calloc(n ? n : 1, 8);
@@ -136,10 +115,10 @@ static int read_all(int fd, void *p, size_t n)
 static int route_read(const char *path, uint32_t nl, uint32_t ne,
 		      uint64_t *buf)
 {
-	struct route_hdr h;
+	uint64_t want = ldr_route_file_size((uint64_t)nl * ne);
 	struct stat st;
-	uint64_t n = (uint64_t)nl * ne;
-	uint32_t tail[2];
+	uint8_t *file = NULL;
+	size_t len;
 	int fd, ret;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -149,49 +128,26 @@ static int route_read(const char *path, uint32_t nl, uint32_t ne,
 		ret = ldr_err(-errno, "%s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)ROUTE_HDR) {
-		ret = ldr_err(-EINVAL, "%s: not a routing statistics file (too small)", path);
+	if (!S_ISREG(st.st_mode)) {
+		ret = ldr_err(-EINVAL, "%s: not a regular file", path);
 		goto out;
 	}
-	ret = read_all(fd, &h, sizeof(h));
-	if (ret) {
-		ldr_err(ret, "%s: reading the header failed", path);
+	/* no more than a file of the right size: the geometry bounds it */
+	len = (uint64_t)st.st_size < want ? (size_t)st.st_size : (size_t)want;
+	file = malloc(len ? len : 1);
+	if (!file) {
+		ret = -ENOMEM;
 		goto out;
 	}
-	ret = -EINVAL;
-	if (memcmp(h.magic, ROUTE_MAGIC, 8)) {
-		ldr_err(ret, "%s: bad magic (not a routing statistics file)", path);
-		goto out;
-	}
-	if (h.major != ROUTE_MAJOR || h.header_size != ROUTE_HDR ||
-	    h.reserved) {
-		ldr_err(ret, "%s: version %u.%u, header %u bytes: not supported",
-			path, h.major, h.minor, h.header_size);
-		goto out;
-	}
-	/* the caller's geometry bounds everything read below */
-	if (h.n_layers != nl || h.n_experts != ne) {
-		ldr_err(ret, "%s: %u layers x %u experts, the model has %u x %u",
-			path, h.n_layers, h.n_experts, nl, ne);
-		goto out;
-	}
-	if ((uint64_t)st.st_size != route_file_size(n)) {
-		ldr_err(ret, "%s: %lld bytes, expected %llu", path,
-			(long long)st.st_size,
-			(unsigned long long)route_file_size(n));
-		goto out;
-	}
-	ret = read_all(fd, buf, n * 8);
-	if (!ret)
-		ret = read_all(fd, tail, sizeof(tail));
+	ret = read_all(fd, file, len);
 	if (ret) {
 		ldr_err(ret, "%s: short read", path);
 		goto out;
 	}
-	if (tail[0] != kern_crc32c(kern_crc32c(0, &h, sizeof(h)), buf, n * 8) ||
-	    tail[1])
-		ret = ldr_err(-EINVAL, "%s: checksum mismatch", path);
+	ret = ldr_route_parse(path, file, len, (uint64_t)st.st_size, nl, ne,
+			      buf);
 out:
+	free(file);
 	close(fd);
 	return ret;
 }

@@ -59,7 +59,8 @@ class ModelDesc(ctypes.Structure):
                 ("quant", c_int), ("group_size", c_uint32),
                 ("get_expert", EXPERT_FN), ("arg", c_void_p),
                 ("expert_mask", POINTER(c_uint64)),
-                ("reserved", c_uint32 * 8)]
+                ("layer_masks", POINTER(c_uint64)),
+                ("reserved", c_uint32 * 6)]
 
 
 class ModelOpts(ctypes.Structure):
