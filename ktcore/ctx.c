@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ktcore/ctx.h"
+#include "ktcore/moe-gpu.h"
 
 #define DEFAULT_SPIN_NS (50ull * 1000 * 1000)
 
@@ -124,9 +125,12 @@ int core_ctx_create(const struct kt_ctx_opts *opts,
 			for (i = 0; i < ctx->topo.n_cpus[n]; i++)
 				ctx->topo.cpus[n][i] = -1;
 	}
-	ret = core_pool_start(ctx);
+	ret = core_gpu_open(ctx, o.gpu_mask);
 	if (ret)
 		goto err_topo;
+	ret = core_pool_start(ctx);
+	if (ret)
+		goto err_gpu;
 	ctx->cpus_busy = ctx->n_workers >= cpus_allowed();
 	ctx->sync_spin = core_ring_default_spin(ctx);
 	core_log(ctx, KT_LOG_INFO, "context: isa %s, %u workers on %u node(s)",
@@ -134,6 +138,8 @@ int core_ctx_create(const struct kt_ctx_opts *opts,
 	*out = ctx;
 	return 0;
 
+err_gpu:
+	core_gpu_close(ctx);
 err_topo:
 	core_topo_free(&ctx->topo);
 err_free:
@@ -151,6 +157,7 @@ KT_EXPORT void kt_ctx_destroy(struct kt_ctx *ctx)
 	core_rings_orphan(ctx);
 	if (ctx->priv_free)
 		ctx->priv_free(ctx->priv);
+	core_gpu_close(ctx);
 	core_topo_free(&ctx->topo);
 	pthread_mutex_destroy(&ctx->rings_lock);
 	pthread_mutex_destroy(&ctx->sync_lock);

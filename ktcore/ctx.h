@@ -102,6 +102,8 @@ struct kt_ctx {
 	void *priv;
 	void (*priv_free)(void *);
 
+	struct core_gpu *gpu;	/* NULL: CPU only (ktcore/moe-gpu.h) */
+
 	uint32_t mem_warned;	/* memory fallbacks told once (mem.c) */
 };
 

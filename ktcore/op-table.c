@@ -9,6 +9,7 @@
 #include "ktcore/cache.h"
 #include "ktcore/core.h"
 #include "ktcore/moe.h"
+#include "ktcore/moe-gpu.h"
 
 bool core_isa_has_kernels(enum kt_isa isa)
 {
@@ -20,7 +21,8 @@ KT_EXPORT int kt_ctx_create(const struct kt_ctx_opts *opts,
 {
 	static const core_op_fn handlers[KT_OP_COUNT] = {
 		[KT_OP_NOP] = NULL,	/* core answers NOP itself */
-		[KT_OP_MOE] = core_moe_op,
+		/* the GPU experts split off, the rest to core_moe_op() */
+		[KT_OP_MOE] = core_moe_gpu_op,
 		[KT_OP_PREFETCH] = core_cache_prefetch_op,
 	};
 
