@@ -187,6 +187,17 @@ int gpu_ffn_launch(struct gpu_dev *d, enum kt_quant q,
 		   const struct gpu_ffn_args *a, uint32_t max_m, uint32_t tokens,
 		   bool mma, CUstream s);
 
+/* Measured limits of a device (gpu/limits.c). */
+struct gpu_limits {
+	double h2d_gbps;
+	double d2h_gbps;
+	double hbm_gbps;
+	double bf16_tflops;
+};
+
+/* Copy rates, HBM read rate, dense bf16 mma rate; blocks ~1 s. */
+int gpu_measure(struct gpu_dev *d, struct gpu_limits *l);
+
 /* Enqueue kt_combine (struct gpu_combine_args) on @s. */
 int gpu_combine_launch(struct gpu_dev *d, const struct gpu_combine_args *c,
 		       CUstream s);

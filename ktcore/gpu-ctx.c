@@ -77,6 +77,26 @@ KT_EXPORT int kt_ctx_gpu_info(const struct kt_ctx *ctx,
 	return 0;
 }
 
+KT_EXPORT int kt_ctx_gpu_measure(struct kt_ctx *ctx, struct kt_gpu_limits *l)
+{
+	struct gpu_limits g;
+	int ret;
+
+	if (!ctx || !l)
+		return -EINVAL;
+	memset(l, 0, sizeof(*l));
+	if (!ctx->gpu)
+		return -ENODEV;
+	ret = gpu_measure(ctx->gpu->d, &g);
+	if (ret)
+		return ret;
+	l->h2d_gbps = g.h2d_gbps;
+	l->d2h_gbps = g.d2h_gbps;
+	l->hbm_gbps = g.hbm_gbps;
+	l->bf16_tflops = g.bf16_tflops;
+	return 0;
+}
+
 /* The model's device table, created on first use. */
 static int model_table(struct kt_model *m, struct gpu_table **out)
 {

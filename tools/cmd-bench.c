@@ -507,6 +507,8 @@ static int cmd_bench(int argc, char **argv)
 
 	if (bench_cache_wanted(argc, argv))
 		return bench_cache_main(argc, argv);
+	if (bench_gpu_wanted(argc, argv))
+		return bench_gpu_main(argc, argv);
 	ret = parse_args(argc, argv, &c);
 	if (ret > 0)
 		return 0;	/* --help */

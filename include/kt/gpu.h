@@ -54,6 +54,32 @@ struct kt_gpu_info {
 int kt_ctx_gpu_info(const struct kt_ctx *ctx, struct kt_gpu_info *info);
 
 /**
+ * struct kt_gpu_limits - what a GPU does at best, measured.
+ * @h2d_gbps: pinned host to device copy, GB/s (1e9 bytes per second).
+ * @d2h_gbps: pinned device to host copy, GB/s.
+ * @hbm_gbps: device memory read by a streaming kernel, GB/s.
+ * @bf16_tflops: dense bf16 tensor-core rate (mma from registers), TFLOPS.
+ */
+struct kt_gpu_limits {
+	double h2d_gbps;
+	double d2h_gbps;
+	double hbm_gbps;
+	double bf16_tflops;
+	double reserved[4];
+};
+
+/**
+ * kt_ctx_gpu_measure() - measure the limits of @ctx's GPU (256 MiB copies
+ *	and reads, an mma loop); the yardsticks of `kt bench --gpu`.
+ * @ctx: context with a GPU.
+ * @l: filled on success.
+ *
+ * Context: any thread but a worker; blocks about a second.
+ * Return: 0; -ENODEV no GPU; -EOPNOTSUPP no kernels; -errno of the driver.
+ */
+int kt_ctx_gpu_measure(struct kt_ctx *ctx, struct kt_gpu_limits *l);
+
+/**
  * kt_model_gpu_upload() - copy one expert to the context's GPU, in kt's
  *	device layout; from then on ops of @m run it there (and skip it on
  *	the CPU). An expert already resident is replaced.
