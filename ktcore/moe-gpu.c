@@ -337,7 +337,8 @@ static void sum_host(struct gop *o, uint32_t t0, uint32_t tc, bool cpu_ran,
 		float *y = (float *)o->a->y + base;
 
 		for (i = 0; i < n; i++) {
-			float v = cpu_in_y || acc ? y[i] : 0.0f;
+			/* y holds the CPU part only when the CPU ran */
+			float v = (cpu_ran && cpu_in_y) || acc ? y[i] : 0.0f;
 
 			if (cpu_ran && !cpu_in_y)
 				v += yc[i];

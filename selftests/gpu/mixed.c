@@ -227,6 +227,24 @@ TEST_F(mixed, accumulate_and_evict)
 	op_free(&p);
 }
 
+/* no CPU expert in the op: y is written from the GPU part alone */
+TEST_F(mixed, all_on_gpu)
+{
+	struct env *v = &self->v;
+	struct op p;
+	size_t i;
+	uint32_t e;
+
+	for (e = 0; e < E; e++)
+		ASSERT_EQ(kt_model_gpu_upload(v->m, 1, e), 0);
+	op_init(&p, 6, 21);
+	for (i = 0; i < (size_t)p.T * H; i++)
+		p.y[i] = NAN;
+	ASSERT_EQ(op_run(v, &p, 0), 0);
+	EXPECT_LE(op_err(v, &p, NULL), tol_of(variant->q));
+	op_free(&p);
+}
+
 /* the stand-in's device memory is host memory: any pointer is a device one */
 TEST_F(mixed, device_pointers)
 {
