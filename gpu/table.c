@@ -48,13 +48,17 @@ static struct gpu_slot *slot_of(const struct gpu_table *t, uint32_t layer,
 	return &t->slots[(size_t)layer * t->n_experts + expert];
 }
 
-/* Under t->lock: the slot is no longer resident; free it once unheld. */
-static void slot_drop(struct gpu_table *t, uint32_t layer, struct gpu_slot *s)
+/*
+ * Under t->lock: the slot is no longer resident; free it once unheld
+ * (@wait), or at once when the table goes (no op may hold it then).
+ */
+static void slot_drop(struct gpu_table *t, uint32_t layer, struct gpu_slot *s,
+		      bool wait)
 {
 	/* seq_cst pairs with gpu_table_get(): either the op's hold is seen
 	 * here, or the op sees the slot empty (a Dekker pair) */
 	__atomic_store_n(&s->state, GPU_SLOT_EMPTY, __ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&s->refs, __ATOMIC_SEQ_CST))
+	while (wait && __atomic_load_n(&s->refs, __ATOMIC_SEQ_CST))
 		sched_yield();
 	gpu_check(t->d, t->d->cu.mem_free(s->base), "cuMemFree");
 	s->base = 0;
@@ -87,7 +91,7 @@ int gpu_table_upload(struct gpu_table *t, uint32_t layer, uint32_t expert,
 		goto out;
 	}
 	if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == GPU_SLOT_RESIDENT)
-		slot_drop(t, layer, s);
+		slot_drop(t, layer, s, true);
 	s->base = p;
 	t->bytes += t->lay.total;
 	__atomic_fetch_add(&t->layer_count[layer], 1, __ATOMIC_RELAXED);
@@ -112,7 +116,7 @@ int gpu_table_evict(struct gpu_table *t, uint32_t layer, uint32_t expert)
 		return ret;
 	pthread_mutex_lock(&t->lock);
 	if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == GPU_SLOT_RESIDENT)
-		slot_drop(t, layer, s);
+		slot_drop(t, layer, s, true);
 	else
 		ret = -ENOENT;
 	pthread_mutex_unlock(&t->lock);
@@ -177,7 +181,7 @@ void gpu_table_destroy(struct gpu_table *t)
 			struct gpu_slot *s = slot_of(t, l, e);
 
 			if (s->state == GPU_SLOT_RESIDENT)
-				slot_drop(t, l, s);
+				slot_drop(t, l, s, false);
 		}
 	if (pushed)
 		gpu_dev_pop(t->d);

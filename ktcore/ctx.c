@@ -153,6 +153,8 @@ KT_EXPORT void kt_ctx_destroy(struct kt_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	/* the stream helper runs CPU parts through the workers: first */
+	core_gpu_stream_free(ctx);
 	core_pool_stop(ctx);
 	core_rings_orphan(ctx);
 	if (ctx->priv_free)

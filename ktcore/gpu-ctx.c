@@ -48,6 +48,7 @@ void core_gpu_close(struct kt_ctx *ctx)
 
 	if (!g)
 		return;
+	core_gpu_stream_free(ctx);
 	core_gpu_stage_free(g->d, &g->ring);
 	gpu_dev_close(g->d);
 	free(g);

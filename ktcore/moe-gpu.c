@@ -15,26 +15,15 @@
 #include "ktcore/moe-gpu.h"
 
 /* Tokens per GPU chunk: bounds the device scratch (slots x (H + I)). */
-#define GPU_CHUNK	1024u
 /* From this many slots of one expert the tensor-core tiles pay off. */
-#define MMA_MIN_M	16u
 
-#define HELD_GPU	1
-#define HELD_CPU	2
-
-/* Where one chunk's parts are, in the pinned and the device buffer. */
-struct chunk_lay {
-	size_t x, slot_tok, slot_w, tok_slot, groups, front;
-	size_t ygpu, ids, w, pin_total;
-	size_t a, ypart, y, ycpu, dev_total;
-};
 
 static size_t al(size_t v)
 {
 	return (v + 255) / 256 * 256;
 }
 
-static void chunk_layout(struct chunk_lay *l, uint32_t tc, uint32_t k,
+void core_gpu_chunk_layout(struct core_gpu_lay *l, uint32_t tc, uint32_t k,
 			 uint32_t H, uint32_t I, uint32_t E, size_t esz)
 {
 	size_t S = (size_t)tc * k, G = S < E ? S : E;
@@ -80,8 +69,8 @@ void core_gpu_stage_free(struct gpu_dev *d, struct core_gpu_stage *st)
  * Grow @st to hold one chunk of @l and @E experts (the context is
  * current). Only an op larger than any before allocates.
  */
-static int stage_reserve(struct gpu_dev *d, struct core_gpu_stage *st,
-			 const struct chunk_lay *l, uint32_t E, size_t ycpu)
+int core_gpu_stage_reserve(struct gpu_dev *d, struct core_gpu_stage *st,
+			 const struct core_gpu_lay *l, uint32_t E, size_t ycpu)
 {
 	int ret;
 
@@ -142,21 +131,6 @@ static int stage_reserve(struct gpu_dev *d, struct core_gpu_stage *st,
 	return 0;
 }
 
-/* One op's constant part. */
-struct gop {
-	struct kt_ctx *ctx;
-	struct gpu_dev *d;
-	struct kt_model *m;
-	struct gpu_table *t;
-	struct core_gpu_stage *st;
-	const struct kt_sqe *sqe;
-	const struct kt_moe_args *a;
-	bool dev_mode;
-	size_t esz, idsz;
-	uint32_t H, I, E, k;
-	struct chunk_lay l;
-};
-
 static int64_t load_id(const void *ids, int dtype, size_t i)
 {
 	if (dtype == KT_DTYPE_I64)
@@ -165,7 +139,7 @@ static int64_t load_id(const void *ids, int dtype, size_t i)
 }
 
 /* The op's hold on expert @e's GPU copy, taken at its first pair. */
-static int hold(struct gop *o, uint32_t e)
+static int hold(struct core_gpu_op *o, uint32_t e)
 {
 	struct core_gpu_stage *st = o->st;
 
@@ -180,7 +154,7 @@ static int hold(struct gop *o, uint32_t e)
 	return st->held[e];
 }
 
-static void release_all(struct gop *o)
+void core_gpu_release(struct core_gpu_op *o)
 {
 	struct core_gpu_stage *st = o->st;
 	uint32_t i;
@@ -197,7 +171,7 @@ static void release_all(struct gop *o)
  * per expert, each token's slots; and the CPU skip mask.
  * Returns the CPU pairs left.
  */
-static uint32_t plan(struct gop *o, const void *ids, const float *w,
+uint32_t core_gpu_plan(struct core_gpu_op *o, const void *ids, const float *w,
 		     uint32_t tc, uint32_t *n_groups, uint32_t *max_m)
 {
 	struct core_gpu_stage *st = o->st;
@@ -279,7 +253,7 @@ static uint32_t plan(struct gop *o, const void *ids, const float *w,
 }
 
 /* Enqueue the GPU part of a planned chunk on kt's stream. */
-static int gpu_part(struct gop *o, uint32_t t0, uint32_t tc,
+static int gpu_part(struct core_gpu_op *o, uint32_t t0, uint32_t tc,
 		    uint32_t n_groups, uint32_t max_m)
 {
 	struct gpu_dev *d = o->d;
@@ -325,7 +299,7 @@ static int gpu_part(struct gop *o, uint32_t t0, uint32_t tc,
 }
 
 /* y rows of the chunk = (y if accumulating) + CPU part + GPU part. */
-static void sum_host(struct gop *o, uint32_t t0, uint32_t tc, bool cpu_ran,
+static void sum_host(struct core_gpu_op *o, uint32_t t0, uint32_t tc, bool cpu_ran,
 		     bool cpu_in_y, bool gpu_ran)
 {
 	const float *yg = (const float *)(o->st->pin + o->l.ygpu);
@@ -361,7 +335,7 @@ static void sum_host(struct gop *o, uint32_t t0, uint32_t tc, bool cpu_ran,
 	}
 }
 
-static int run_chunk(struct gop *o, uint32_t t0, uint32_t tc)
+static int run_chunk(struct core_gpu_op *o, uint32_t t0, uint32_t tc)
 {
 	struct gpu_dev *d = o->d;
 	struct core_gpu_stage *st = o->st;
@@ -401,7 +375,7 @@ static int run_chunk(struct gop *o, uint32_t t0, uint32_t tc)
 		w = (const float *)(st->pin + o->l.w);
 		x = st->pin + o->l.x;
 	}
-	cpu = plan(o, ids, w, tc, &n_groups, &max_m);
+	cpu = core_gpu_plan(o, ids, w, tc, &n_groups, &max_m);
 	if (n_groups) {
 		ret = gpu_part(o, t0, tc, n_groups, max_m);
 		if (ret)
@@ -464,7 +438,7 @@ sync:
 	}
 }
 
-static int check_args(const struct kt_ctx *ctx, const struct kt_sqe *sqe)
+int core_gpu_check_args(const struct kt_ctx *ctx, const struct kt_sqe *sqe)
 {
 	const struct kt_model *m = sqe->model;
 	const struct kt_moe_args *a = &sqe->moe;
@@ -486,7 +460,7 @@ int core_moe_gpu_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	struct kt_model *m = (struct kt_model *)sqe->model;
 	bool dev_mode = a->flags & KT_MOE_F_DEVICE;
 	struct gpu_table *t = NULL;
-	struct gop o;
+	struct core_gpu_op o;
 	uint32_t t0, tc, chunk;
 	int ret;
 
@@ -500,7 +474,7 @@ int core_moe_gpu_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 			 "moe: KT_MOE_F_DEVICE without a GPU in the context");
 		return -ENODEV;
 	}
-	ret = check_args(ctx, sqe);
+	ret = core_gpu_check_args(ctx, sqe);
 	if (ret)
 		return ret;
 	ret = gpu_dev_compute_ok(ctx->gpu->d);
@@ -522,11 +496,11 @@ int core_moe_gpu_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	o.E = m->n_experts;
 	o.k = a->top_k;
 	chunk = a->tokens < GPU_CHUNK ? a->tokens : GPU_CHUNK;
-	chunk_layout(&o.l, chunk, o.k, o.H, o.I, o.E, o.esz);
+	core_gpu_chunk_layout(&o.l, chunk, o.k, o.H, o.I, o.E, o.esz);
 	ret = gpu_dev_push(o.d);
 	if (ret)
 		return ret;
-	ret = stage_reserve(o.d, o.st, &o.l, o.E, (size_t)chunk * o.H * 4);
+	ret = core_gpu_stage_reserve(o.d, o.st, &o.l, o.E, (size_t)chunk * o.H * 4);
 	if (ret)
 		goto out;
 	for (t0 = 0; t0 < a->tokens && !ret; t0 += tc) {
@@ -534,7 +508,7 @@ int core_moe_gpu_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 		ret = run_chunk(&o, t0, tc);
 	}
 	if (o.t)
-		release_all(&o);
+		core_gpu_release(&o);
 	else
 		memset(o.st->held, 0, o.E);
 out:

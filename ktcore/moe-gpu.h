@@ -36,10 +36,16 @@ struct core_gpu_stage {
 	size_t ycpu_bytes;
 };
 
+struct core_gpu_stream;
+
 struct core_gpu {
 	struct gpu_dev *d;
 	struct core_gpu_stage ring;	/* ops of rings and kt_moe_forward */
+	struct core_gpu_stream *strm;	/* stream-ordered ops (moe-stream.c) */
 };
+
+/* kt_ctx_destroy(): stop the stream helper, free its buffers. */
+void core_gpu_stream_free(struct kt_ctx *ctx);
 
 /* kt_ctx_create(): open the GPU of @mask (0: none). */
 int core_gpu_open(struct kt_ctx *ctx, uint64_t mask);
@@ -56,7 +62,60 @@ int core_gpu_pack_expert(const struct kt_model *m,
 /* Handler of KT_OP_MOE: core_moe_op() with the GPU experts split off. */
 int core_moe_gpu_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);
 
-/* Free a stage's buffers (the context must be current). */
+/* Free a stage's buffers. */
 void core_gpu_stage_free(struct gpu_dev *d, struct core_gpu_stage *st);
+
+/* ---- shared by the ring op (moe-gpu.c) and stream ops (moe-stream.c) --- */
+
+/* Where one chunk's parts are, in the pinned and the device buffer. */
+struct core_gpu_lay {
+	size_t x, slot_tok, slot_w, tok_slot, groups, front;
+	size_t ygpu, ids, w, pin_total;
+	size_t a, ypart, y, ycpu, dev_total;
+};
+
+void core_gpu_chunk_layout(struct core_gpu_lay *l, uint32_t tc, uint32_t k,
+			   uint32_t H, uint32_t I, uint32_t E, size_t esz);
+/* Grow @st for a chunk of @l, @E experts, @ycpu bytes of CPU output. */
+int core_gpu_stage_reserve(struct gpu_dev *d, struct core_gpu_stage *st,
+			   const struct core_gpu_lay *l, uint32_t E,
+			   size_t ycpu);
+
+/* One op's constant part. */
+struct core_gpu_op {
+	struct kt_ctx *ctx;
+	struct gpu_dev *d;
+	struct kt_model *m;
+	struct gpu_table *t;
+	struct core_gpu_stage *st;
+	const struct kt_sqe *sqe;
+	const struct kt_moe_args *a;
+	bool dev_mode;
+	size_t esz, idsz;
+	uint32_t H, I, E, k;
+	struct core_gpu_lay l;
+};
+
+/*
+ * Plan the GPU part of @tc tokens (@ids, @w on the host) into the pinned
+ * staging: slots, groups, each token's slots, the CPU skip mask. Takes the
+ * op's holds on GPU experts met first here. Returns the CPU pairs left;
+ * @n_groups and @max_m describe the GPU part.
+ */
+uint32_t core_gpu_plan(struct core_gpu_op *o, const void *ids, const float *w,
+		       uint32_t tc, uint32_t *n_groups, uint32_t *max_m);
+/* The checks of moe.c's validate(), KT_MOE_F_DEVICE allowed. */
+int core_gpu_check_args(const struct kt_ctx *ctx, const struct kt_sqe *sqe);
+
+/* Tokens per GPU chunk: bounds the device scratch (slots x (H + I)). */
+#define GPU_CHUNK	1024u
+/* From this many slots of one expert the tensor-core tiles pay off. */
+#define MMA_MIN_M	16u
+/* core_gpu_stage.held[] */
+#define HELD_GPU	1
+#define HELD_CPU	2
+
+/* Drop the op's holds. */
+void core_gpu_release(struct core_gpu_op *o);
 
 #endif /* KT_CORE_MOE_GPU_H */
