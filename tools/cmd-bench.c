@@ -37,6 +37,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: kt bench [options]\n"
 "  Time the MoE op on synthetic weights against the measured roofline.\n"
+"  kt bench --gpu: the GPU's limits, GPU-only and mixed ops (--gpu --help).\n"
 "\n"
 "model:\n"
 "  -p, --preset NAME     model dimensions (default qwen3-30b-a3b)\n"
