@@ -126,6 +126,33 @@ $(obj)/%.o: %.c $(obj)/%.flags
 	$(quiet) CC $@
 	$(Q)$(CC) $(call flags_of,$<) -MMD -MP -c -o $@ $<
 
+# Device kernels (Documentation/gpu.md): nvcc, where found, builds
+# gpu/ffn.cu into one fatbin (SASS for each GPU_ARCHS entry, PTX for the
+# last, which newer GPUs JIT) that gpu/fatbin.c embeds with .incbin.
+# NVCC= (empty) builds without: the GPU path then answers -EOPNOTSUPP.
+NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) \
+	$(wildcard /usr/local/cuda/bin/nvcc))
+GPU_ARCHS ?= 80 86 89 90
+NVCC_FLAGS := -O3 -std=c++17 -I . $(foreach a,$(GPU_ARCHS),-gencode \
+	arch=compute_$(a),code=sm_$(a)) -gencode \
+	arch=compute_$(lastword $(GPU_ARCHS)),code=compute_$(lastword $(GPU_ARCHS)) \
+	$(NVCCFLAGS)
+GPU_FATBIN := $(obj)/gpu/ffn.fatbin
+ifneq ($(NVCC),)
+CFLAGS_fatbin.o += -DKT_FATBIN='"$(GPU_FATBIN)"'
+$(obj)/gpu/fatbin.o: $(GPU_FATBIN)
+endif
+
+$(obj)/gpu/ffn.nvflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(NVCC_FLAGS)' | cmp -s - $@ || \
+		echo '$(NVCC_FLAGS)' > $@
+
+$(GPU_FATBIN): gpu/ffn.cu gpu/ffn-abi.h gpu/layout.h $(obj)/gpu/ffn.nvflags
+	@mkdir -p $(@D)
+	$(quiet) NVCC $@
+	$(Q)$(NVCC) $(NVCC_FLAGS) -fatbin -o $@ $<
+
 $(LIBKT_SO): $(LIB_OBJS) libkt.map
 	$(quiet) LD $@
 	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=libkt.map \
@@ -168,6 +195,24 @@ $(obj)/selftests/%: selftests/%.cc $(LIBKT_A) $(obj)/selftests/%.cxxflags
 $(obj)/%.cxxflags: FORCE
 	@mkdir -p $(@D)
 	@echo '$(TEST_CXXFLAGS)' | cmp -s - $@ || echo '$(TEST_CXXFLAGS)' > $@
+
+# The gpu selftests load a stand-in libcuda (selftests/gpu/stub/), and
+# one that lacks an entry point, as an old driver would.
+GPU_STUBS := $(obj)/selftests/gpu/libcuda-stub.so \
+	$(obj)/selftests/gpu/libcuda-stub-old.so
+$(filter $(obj)/selftests/gpu/%,$(TEST_BINS)): $(GPU_STUBS)
+$(obj)/selftests/gpu/libcuda-stub.so: selftests/gpu/stub/cuda-stub.c gpu/cu.h \
+		gpu/ffn-abi.h gpu/layout.h
+	@mkdir -p $(@D)
+	$(quiet) CC $@
+	$(Q)$(CC) $(KT_CFLAGS) -Wno-missing-prototypes -shared -Wl,-z,defs \
+		-o $@ $< $(KT_LDFLAGS) -lm
+$(obj)/selftests/gpu/libcuda-stub-old.so: selftests/gpu/stub/cuda-stub.c \
+		gpu/cu.h gpu/ffn-abi.h gpu/layout.h
+	@mkdir -p $(@D)
+	$(quiet) CC $@
+	$(Q)$(CC) $(KT_CFLAGS) -Wno-missing-prototypes -DSTUB_OLD -shared -Wl,-z,defs -o $@ $< \
+		$(KT_LDFLAGS) -lm
 
 # The ABI selftest dlopens the shared library it was built with.
 $(obj)/selftests/abi/ffi: $(LIBKT_SO)

@@ -1,35 +1,53 @@
 // SPDX-License-Identifier: MIT
 /*
- * probe.c - is a CUDA driver usable here: libcuda.so.1 opened with dlopen,
- * initialised, asked for its version and device count, closed again.
+ * probe.c - is a CUDA driver usable here: the driver loaded (gpu/cu.c),
+ * initialised, asked for its version and device count, closed again; and
+ * when none is usable, the reason in one sentence for `kt info`.
  */
-#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu/gpu.h"
 
-typedef int (*cu_init_fn)(unsigned int flags);
-typedef int (*cu_int_fn)(int *out);
-
 void gpu_probe(struct gpu_probe *p)
 {
-	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	cu_init_fn cu_init;
-	cu_int_fn cu_version, cu_count;
+	struct gpu_cu cu;
+	size_t fb;
+	CUresult r;
 
 	memset(p, 0, sizeof(*p));
-	if (!lib)
+	p->kernels = gpu_fatbin(&fb) != NULL;
+	/* kt_sysinfo holds 54 characters of the reason: keep them short */
+	switch (gpu_cu_load(&cu, p->why, sizeof(p->why))) {
+	case 0:
+		break;
+	case -ENODEV:
+		snprintf(p->why, sizeof(p->why),
+			 "no CUDA driver (libcuda.so.1 not found)");
 		return;
-	cu_init = (cu_init_fn)dlsym(lib, "cuInit");
-	cu_version = (cu_int_fn)dlsym(lib, "cuDriverGetVersion");
-	cu_count = (cu_int_fn)dlsym(lib, "cuDeviceGetCount");
-	/* CUDA_SUCCESS is 0 */
-	if (cu_init && cu_version && cu_count && !cu_init(0)) {
-		p->driver = true;
-		if (cu_version(&p->version))
-			p->version = 0;
-		if (cu_count(&p->devices))
-			p->devices = 0;
+	default:
+		snprintf(p->why, sizeof(p->why),
+			 "CUDA driver too old (an entry point is missing)");
+		return;
 	}
-	dlclose(lib);
+	r = cu.init(0);
+	if (r) {
+		snprintf(p->why, sizeof(p->why), "cuInit failed: %s",
+			 gpu_cu_name(&cu, r));
+		goto out;
+	}
+	p->driver = true;
+	if (cu.driver_get_version(&p->version))
+		p->version = 0;
+	if (cu.device_get_count(&p->devices))
+		p->devices = 0;
+	if (!p->devices)
+		snprintf(p->why, sizeof(p->why),
+			 "the CUDA driver reports no device");
+	else if (!p->kernels)
+		snprintf(p->why, sizeof(p->why),
+			 "kt was built without nvcc: no GPU kernels");
+out:
+	gpu_cu_unload(&cu);
 }

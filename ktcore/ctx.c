@@ -10,6 +10,7 @@
 
 #include "ktcore/ctx.h"
 #include "ktcore/live.h"
+#include "ktcore/moe-gpu.h"
 
 #define DEFAULT_SPIN_NS (50ull * 1000 * 1000)
 
@@ -127,9 +128,12 @@ int core_ctx_create(const struct kt_ctx_opts *opts,
 			for (i = 0; i < ctx->topo.n_cpus[n]; i++)
 				ctx->topo.cpus[n][i] = -1;
 	}
-	ret = core_pool_start(ctx);
+	ret = core_gpu_open(ctx, o.gpu_mask);
 	if (ret)
 		goto err_topo;
+	ret = core_pool_start(ctx);
+	if (ret)
+		goto err_gpu;
 	ctx->cpus_busy = ctx->n_workers >= cpus_allowed();
 	ctx->sync_spin = core_ring_default_spin(ctx);
 	core_log(ctx, KT_LOG_INFO, "context: isa %s, %u workers on %u node(s)",
@@ -137,6 +141,8 @@ int core_ctx_create(const struct kt_ctx_opts *opts,
 	*out = ctx;
 	return 0;
 
+err_gpu:
+	core_gpu_close(ctx);
 err_topo:
 	core_topo_free(&ctx->topo);
 err_free:
@@ -152,10 +158,13 @@ KT_EXPORT void kt_ctx_destroy(struct kt_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	/* the stream helper runs CPU parts through the workers: first */
+	core_gpu_stream_free(ctx);
 	core_pool_stop(ctx);
 	core_rings_orphan(ctx);
 	if (ctx->priv_free)
 		ctx->priv_free(ctx->priv);
+	core_gpu_close(ctx);
 	core_topo_free(&ctx->topo);
 	core_live_free(ctx);
 	pthread_mutex_destroy(&ctx->rings_lock);

@@ -108,6 +108,8 @@ struct kt_ctx {
 	struct core_live_model *live;
 	unsigned int n_live, live_cap;
 
+	struct core_gpu *gpu;	/* NULL: CPU only (ktcore/moe-gpu.h) */
+
 	uint32_t mem_warned;	/* memory fallbacks told once (mem.c) */
 };
 

@@ -13,6 +13,8 @@
 
 #include "kernels/kern.h"
 
+struct gpu_table;
+
 struct core_expert {
 	struct kern_mat gate;	/* [inter][hidden], row-block-major */
 	struct kern_mat up;	/* [inter][hidden], row-block-major */
@@ -44,6 +46,9 @@ struct kt_model {
 	/* whoever built the model frees its memory here */
 	void (*release)(struct kt_model *m);
 	void *priv;
+	/* experts on the context's GPU (gpu/gpu.h); NULL until the first
+	 * upload */
+	struct gpu_table *gpu;
 };
 
 static inline struct core_expert *core_model_expert(const struct kt_model *m,

@@ -10,16 +10,20 @@
 #include "ktcore/core.h"
 #include "ktcore/live.h"
 #include "ktcore/moe.h"
+#include "ktcore/moe-gpu.h"
 
 bool core_isa_has_kernels(enum kt_isa isa)
 {
 	return kern_ops_get(isa) != NULL;
 }
 
-/* the ops that name a model hold it while they run (live.h) */
+/*
+ * The ops that name a model hold it while they run (live.h). A MoE op
+ * splits off the experts on the GPU; the rest go to core_moe_op().
+ */
 static int moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 {
-	return core_live_run(ctx, sqe, core_moe_op);
+	return core_live_run(ctx, sqe, core_moe_gpu_op);
 }
 
 static int prefetch_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)

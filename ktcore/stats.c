@@ -11,6 +11,7 @@
 #include "ktcore/cache.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
+#include "ktcore/moe-gpu.h"
 #include "ktcore/residency.h"
 
 int core_stats_reserve(const struct kt_model *m)
@@ -35,6 +36,7 @@ void core_model_extras_free(struct kt_model *m)
 	m->cache = NULL;
 	free(m->route);
 	m->route = NULL;
+	core_gpu_model_free(m);
 }
 
 KT_EXPORT int kt_model_route_counts(const struct kt_model *m, uint32_t layer,

@@ -119,5 +119,9 @@ KT_EXPORT int kt_sysinfo_get(struct kt_sysinfo *si)
 	si->cuda_driver = gp.driver;
 	si->cuda_version = gp.version;
 	si->cuda_devices = gp.devices;
+	si->cuda_kernels = gp.kernels;
+	/* gpu_probe() keeps its reasons within this size */
+	memcpy(si->cuda_why, gp.why, sizeof(si->cuda_why) - 1);
+	si->cuda_why[sizeof(si->cuda_why) - 1] = 0;
 	return 0;
 }

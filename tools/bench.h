@@ -168,5 +168,8 @@ void report_nop(const struct bench_cfg *cfg, enum kt_isa isa,
 /* Files larger than memory (bench-cache.c): --write-model or --model. */
 bool bench_cache_wanted(int argc, char **argv);
 int bench_cache_main(int argc, char **argv);
+/* `kt bench --gpu` (tools/bench-gpu.c) */
+bool bench_gpu_wanted(int argc, char **argv);
+int bench_gpu_main(int argc, char **argv);
 
 #endif /* KT_TOOLS_BENCH_H */

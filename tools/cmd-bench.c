@@ -37,6 +37,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: kt bench [options]\n"
 "  Time the MoE op on synthetic weights against the measured roofline.\n"
+"  kt bench --gpu: the GPU's limits, GPU-only and mixed ops (--gpu --help).\n"
 "\n"
 "model:\n"
 "  -p, --preset NAME     model dimensions (default qwen3-30b-a3b)\n"
@@ -507,6 +508,8 @@ static int cmd_bench(int argc, char **argv)
 
 	if (bench_cache_wanted(argc, argv))
 		return bench_cache_main(argc, argv);
+	if (bench_gpu_wanted(argc, argv))
+		return bench_gpu_main(argc, argv);
 	ret = parse_args(argc, argv, &c);
 	if (ret > 0)
 		return 0;	/* --help */

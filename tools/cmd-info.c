@@ -123,11 +123,14 @@ static void print_text(const struct kt_sysinfo *si, const struct info_isa *ii)
 	       "unavailable (pread fallback)");
 	if (si->cuda_driver) {
 		cuda_version(si->cuda_version, buf, sizeof(buf));
-		printf("cuda:      driver %s, %d GPU%s\n", buf, si->cuda_devices,
-		       si->cuda_devices == 1 ? "" : "s");
+		printf("cuda:      driver %s, %d GPU%s, kernels %s\n", buf,
+		       si->cuda_devices, si->cuda_devices == 1 ? "" : "s",
+		       si->cuda_kernels ? "built in" : "absent");
 	} else {
 		printf("cuda:      no driver (CPU only)\n");
 	}
+	if (si->cuda_why[0])
+		printf("gpu:       not usable: %s\n", si->cuda_why);
 }
 
 static void print_json(const struct kt_sysinfo *si, const struct info_isa *ii)
@@ -188,6 +191,11 @@ static void print_json(const struct kt_sysinfo *si, const struct info_isa *ii)
 		jw_null(&j, "version");
 	}
 	jw_i64(&j, "devices", si->cuda_driver ? si->cuda_devices : 0);
+	jw_bool(&j, "kernels", si->cuda_kernels);
+	if (si->cuda_why[0])
+		jw_str(&j, "why", si->cuda_why);
+	else
+		jw_null(&j, "why");
 	jw_close(&j);
 	jw_end(&j);
 }

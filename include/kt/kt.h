@@ -88,6 +88,10 @@ typedef void (*kt_log_fn)(void *arg, enum kt_log_level level, const char *msg);
  * @log_level: the most verbose level passed to @log_fn (or stderr), as
  *	       KT_CTX_LOG_LEVEL(KT_LOG_*); 0 takes the KT_LOG environment
  *	       variable, which defaults to warn.
+ * @gpu_mask: CUDA devices to use, bit i for device ordinal i (0: none,
+ *	      the context is CPU-only). One device per context for now
+ *	      (Documentation/gpu.md); the driver is libcuda.so.1, or the
+ *	      library named by the KT_CUDA_LIB environment variable.
  * @reserved: must be zero.
  *
  * A caller built against an older, shorter struct passes its own @sz and
@@ -105,7 +109,8 @@ struct kt_ctx_opts {
 	void *log_arg;
 	uint32_t flags;
 	uint32_t log_level;
-	uint32_t reserved[14];
+	uint64_t gpu_mask;
+	uint32_t reserved[12];
 };
 
 #define KT_CTX_SPIN_NONE	UINT32_MAX
@@ -124,7 +129,9 @@ struct kt_ctx_opts {
  *	   level, non-zero reserved or unknown trailing bytes) or
  *	   environment (KT_ISA unknown);
  *	   -EOPNOTSUPP the forced ISA is not supported by this CPU;
- *	   -ENODEV a requested NUMA node has no CPUs; -ENOMEM.
+ *	   -ENODEV a requested NUMA node has no CPUs, or a GPU of @gpu_mask
+ *	   is not usable (no driver, no such device; logged with the
+ *	   reason); -EOPNOTSUPP more than one GPU in @gpu_mask; -ENOMEM.
  */
 int kt_ctx_create(const struct kt_ctx_opts *opts, struct kt_ctx **out);
 
@@ -216,6 +223,8 @@ int kt_ctx_worker_stats(const struct kt_ctx *ctx, unsigned int idx,
  * @cuda_driver: libcuda.so.1 loaded and cuInit succeeded.
  * @cuda_devices: GPUs the driver reports.
  * @cuda_version: driver version as CUDA encodes it (12040 = 12.4).
+ * @cuda_kernels: this build of kt embeds its GPU kernels (nvcc was there).
+ * @cuda_why: when no GPU is usable, why, in one sentence; else "".
  */
 struct kt_sysinfo {
 	uint32_t cpu_flags;
@@ -232,7 +241,9 @@ struct kt_sysinfo {
 	bool cuda_driver;
 	int32_t cuda_devices;
 	int32_t cuda_version;
-	uint32_t reserved[16];
+	bool cuda_kernels;
+	char cuda_why[55];
+	uint32_t reserved[2];
 };
 
 /**
@@ -503,7 +514,9 @@ struct kt_moe_args {
 };
 
 #define KT_MOE_F_ACCUMULATE	(1u << 0)	/* y += result */
-#define KT_MOE_F_ALL		KT_MOE_F_ACCUMULATE
+/* x, ids, w and y are device addresses on the context's GPU (kt/gpu.h) */
+#define KT_MOE_F_DEVICE		(1u << 1)
+#define KT_MOE_F_ALL		(KT_MOE_F_ACCUMULATE | KT_MOE_F_DEVICE)
 #define KT_MOE_MAX_TOPK		16
 #define KT_MOE_MAX_TOKENS	65536
 
@@ -529,5 +542,6 @@ int kt_moe_forward(struct kt_ctx *ctx, struct kt_model *m,
 #include <kt/ktw.h>
 #include <kt/cache.h>
 #include <kt/place.h>
+#include <kt/gpu.h>
 
 #endif /* KT_KT_H */

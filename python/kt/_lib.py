@@ -29,7 +29,8 @@ class CtxOpts(ctypes.Structure):
                 ("n_nodes", c_uint32), ("nodes", c_int32 * KT_MAX_NODES),
                 ("isa", c_int), ("spin_us", c_uint32), ("log_fn", c_void_p),
                 ("log_arg", c_void_p), ("flags", c_uint32),
-                ("reserved", c_uint32 * 15)]
+                ("log_level", c_uint32), ("gpu_mask", c_uint64),
+                ("reserved", c_uint32 * 12)]
 
 
 class SysInfo(ctypes.Structure):
@@ -41,7 +42,8 @@ class SysInfo(ctypes.Structure):
                 ("n_hpage_sizes", c_uint32), ("hpage_kb", c_uint64 * 4),
                 ("hpage_free", c_uint64 * 4), ("io_uring", ctypes.c_bool),
                 ("cuda_driver", ctypes.c_bool), ("cuda_devices", c_int32),
-                ("cuda_version", c_int32), ("reserved", c_uint32 * 16)]
+                ("cuda_version", c_int32), ("cuda_kernels", ctypes.c_bool),
+                ("cuda_why", ctypes.c_char * 55), ("reserved", c_uint32 * 2)]
 
 
 class ExpertSrc(ctypes.Structure):

@@ -71,9 +71,9 @@ TEST(opts_reserved_flags_and_level_checked)
 				 .log_fn = count_levels };
 	struct kt_ctx *ctx = NULL;
 
-	o.reserved[13] = 1;
+	o.reserved[11] = 1;
 	EXPECT_EQ(kt_ctx_create(&o, &ctx), -EINVAL);
-	o.reserved[13] = 0;
+	o.reserved[11] = 0;
 	o.flags = 1u << 30;
 	EXPECT_EQ(kt_ctx_create(&o, &ctx), -EINVAL);
 	o.flags = 0;

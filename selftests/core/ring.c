@@ -463,7 +463,7 @@ TEST(moe_forward_checks_reserved)
 	a.reserved[1] = 5;
 	EXPECT_EQ(kt_moe_forward(ctx, NULL, &a), -EINVAL);
 	a.reserved[1] = 0;
-	a.flags = 2;
+	a.flags = 1u << 31;	/* no such flag (2 is KT_MOE_F_DEVICE) */
 	EXPECT_EQ(kt_moe_forward(ctx, NULL, &a), -EINVAL);
 	kt_ctx_destroy(ctx);
 }

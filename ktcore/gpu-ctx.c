@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gpu-ctx.c - a context's GPU (kt_ctx_opts.gpu_mask) and the experts a
+ * model keeps on it: kt_ctx_gpu_info, kt_model_gpu_upload/evict/resident.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ktcore/ctx.h"
+#include "ktcore/moe-gpu.h"
+
+static void gpu_log(void *arg, enum kt_log_level level, const char *msg)
+{
+	core_log(arg, level, "%s", msg);
+}
+
+int core_gpu_open(struct kt_ctx *ctx, uint64_t mask)
+{
+	struct core_gpu *g;
+	int ordinal, ret;
+
+	ctx->gpu = NULL;
+	if (!mask)
+		return 0;
+	if (mask & (mask - 1)) {
+		core_log(ctx, KT_LOG_ERROR,
+			 "gpu_mask %#llx: one GPU per context for now",
+			 (unsigned long long)mask);
+		return -EOPNOTSUPP;
+	}
+	ordinal = __builtin_ctzll(mask);
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	ret = gpu_dev_open(ordinal, gpu_log, ctx, &g->d);
+	if (ret) {
+		free(g);
+		return ret;
+	}
+	ctx->gpu = g;
+	return 0;
+}
+
+void core_gpu_close(struct kt_ctx *ctx)
+{
+	struct core_gpu *g = ctx->gpu;
+
+	if (!g)
+		return;
+	core_gpu_stream_free(ctx);
+	core_gpu_stage_free(g->d, &g->ring);
+	gpu_dev_close(g->d);
+	free(g);
+	ctx->gpu = NULL;
+}
+
+KT_EXPORT int kt_ctx_gpu_info(const struct kt_ctx *ctx,
+			      struct kt_gpu_info *info)
+{
+	const struct gpu_dev *d;
+
+	if (!ctx || !info)
+		return -EINVAL;
+	memset(info, 0, sizeof(*info));
+	if (!ctx->gpu)
+		return -ENODEV;
+	d = ctx->gpu->d;
+	info->ordinal = d->ordinal;
+	info->cc_major = d->cc_major;
+	info->cc_minor = d->cc_minor;
+	info->sms = (uint32_t)d->sms;
+	info->total_mem = d->total_mem;
+	info->kernels = d->mod != NULL;
+	memcpy(info->name, d->name, sizeof(info->name));
+	if (!info->kernels)
+		memcpy(info->why, d->why, sizeof(info->why));
+	return 0;
+}
+
+KT_EXPORT int kt_ctx_gpu_measure(struct kt_ctx *ctx, struct kt_gpu_limits *l)
+{
+	struct gpu_limits g;
+	int ret;
+
+	if (!ctx || !l)
+		return -EINVAL;
+	memset(l, 0, sizeof(*l));
+	if (!ctx->gpu)
+		return -ENODEV;
+	ret = gpu_measure(ctx->gpu->d, &g);
+	if (ret)
+		return ret;
+	l->h2d_gbps = g.h2d_gbps;
+	l->d2h_gbps = g.d2h_gbps;
+	l->hbm_gbps = g.hbm_gbps;
+	l->bf16_tflops = g.bf16_tflops;
+	return 0;
+}
+
+/* The model's device table, created on first use. */
+static int model_table(struct kt_model *m, struct gpu_table **out)
+{
+	struct kt_ctx *ctx = m->ctx;
+	struct gpu_layout gl;
+	struct gpu_table *t;
+	int ret;
+
+	*out = NULL;
+	if (!ctx->gpu)
+		return -ENODEV;
+	ret = gpu_dev_compute_ok(ctx->gpu->d);
+	if (ret)
+		return ret;
+	t = __atomic_load_n(&m->gpu, __ATOMIC_ACQUIRE);
+	if (t) {
+		*out = t;
+		return 0;
+	}
+	if (gpu_layout_init(&gl, m->quant, m->hidden, m->inter,
+			    m->group_size)) {
+		core_log(ctx, KT_LOG_ERROR, "gpu: no kernels for %s",
+			 kt_quant_name(m->quant));
+		return -EOPNOTSUPP;
+	}
+	ret = gpu_table_create(ctx->gpu->d, &gl, m->n_layers, m->n_experts,
+			       &t);
+	if (ret)
+		return ret;
+	/* acq_rel: two first uploads race; the loser frees its table */
+	{
+		struct gpu_table *none = NULL;
+
+		if (!__atomic_compare_exchange_n(&m->gpu, &none, t, false,
+						 __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE)) {
+			gpu_table_destroy(t);
+			t = none;
+		}
+	}
+	*out = t;
+	return 0;
+}
+
+KT_EXPORT int kt_model_gpu_upload(struct kt_model *m, uint32_t layer,
+				  uint32_t expert)
+{
+	const struct core_expert *ex;
+	struct gpu_table *t;
+	uint8_t *buf;
+	int ret;
+
+	if (!m || layer >= m->n_layers || expert >= m->n_experts)
+		return -EINVAL;
+	ret = model_table(m, &t);
+	if (ret)
+		return ret;
+	ex = core_model_expert(m, layer, expert);
+	/* a model whose experts are cached slots has no stable host copy */
+	if (!ex->present || m->cache) {
+		core_log(m->ctx, KT_LOG_ERROR,
+			 "gpu: expert %u of layer %u is not in host memory",
+			 expert, layer);
+		return -ENOENT;
+	}
+	buf = malloc(t->lay.total);
+	if (!buf)
+		return -ENOMEM;
+	ret = core_gpu_pack_expert(m, ex, &t->lay, buf);
+	if (!ret)
+		ret = gpu_table_upload(t, layer, expert, buf);
+	free(buf);
+	return ret;
+}
+
+KT_EXPORT int kt_model_gpu_evict(struct kt_model *m, uint32_t layer,
+				 uint32_t expert)
+{
+	struct gpu_table *t;
+
+	if (!m || layer >= m->n_layers || expert >= m->n_experts)
+		return -EINVAL;
+	if (!m->ctx->gpu)
+		return -ENODEV;
+	t = __atomic_load_n(&m->gpu, __ATOMIC_ACQUIRE);
+	if (!t)
+		return -ENOENT;
+	return gpu_table_evict(t, layer, expert);
+}
+
+KT_EXPORT int kt_model_gpu_resident(const struct kt_model *m, uint32_t layer,
+				    uint32_t expert)
+{
+	const struct gpu_table *t;
+
+	if (!m || layer >= m->n_layers || expert >= m->n_experts)
+		return -EINVAL;
+	t = __atomic_load_n(&m->gpu, __ATOMIC_ACQUIRE);
+	return t && gpu_table_resident(t, layer, expert);
+}
+
+void core_gpu_model_free(struct kt_model *m)
+{
+	if (!m || !m->gpu)
+		return;
+	gpu_table_destroy(m->gpu);
+	m->gpu = NULL;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# gpu-check.sh - everything kt's GPU part needs checked on a machine with
+# a GPU, in one run (under 8 minutes on a fresh H200 box): the machine,
+# the build (nvcc fatbin), the GPU selftests (stand-in and real device),
+# and a short `kt bench --gpu`. Prints all a closing note needs.
+# Usage: scripts/gpu-check.sh [-j N]   (run from anywhere)
+set -u
+cd "$(dirname "$0")/.." || exit 1
+jobs=$(nproc 2>/dev/null || echo 4)
+[ "${1:-}" = "-j" ] && jobs=$2
+t0=$(date +%s)
+status=0
+step() { echo; echo "== $* ($(($(date +%s) - t0)) s)"; }
+
+step "machine"
+uname -srm
+grep -m1 'model name' /proc/cpuinfo
+nproc
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+[ -n "$nvcc" ] && "$nvcc" --version | tail -2 || echo "nvcc: not found (the build will have no kernels)"
+git log -1 --oneline 2>/dev/null
+
+step "build dependencies"
+need=""
+for h in liburing.h numa.h jansson.h; do
+	echo "#include <$h>" | cc -E -x c - >/dev/null 2>&1 || need="$need $h"
+done
+if [ -n "$need" ]; then
+	echo "missing headers:$need; trying apt-get (liburing-dev libnuma-dev libjansson-dev)"
+	sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+	timeout 120 $sudo apt-get install -y -q liburing-dev libnuma-dev \
+		libjansson-dev >/dev/null 2>&1 ||
+		timeout 120 scripts/install-deps.sh ||
+		{ echo "cannot install build dependencies"; exit 1; }
+fi
+
+step "build (nvcc: ${nvcc:-none})"
+tests="build/selftests/gpu/dlopen build/selftests/gpu/mixed build/selftests/gpu-device/ffn"
+time make -j"$jobs" NVCC="$nvcc" build/kt $tests || exit 1
+ls -l build/gpu/ffn.fatbin 2>/dev/null
+"$nvcc" --version >/dev/null 2>&1 && command -v cuobjdump >/dev/null &&
+	cuobjdump --list-elf --list-ptx build/gpu/ffn.fatbin 2>/dev/null | head
+
+step "kt info"
+build/kt info
+
+step "GPU selftests"
+KT_SELFTEST_TIMEOUT=240 scripts/run-selftests.sh --kt build/kt $tests || status=1
+
+step "kt bench --gpu (qwen3-30b-a3b shapes)"
+timeout 330 build/kt bench --gpu -p qwen3-30b-a3b -T 1,32,512 --min-ms 200 ||
+	status=1
+
+step "done: status $status"
+exit $status
