@@ -84,6 +84,11 @@ int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
 		     const void *up, const void *down, enum kt_dtype dtype,
 		     uint8_t *blob);
 
+/* Rows [n0, n0 + rows) of a source of @dtype as f32 ([rows][K] at @dst). */
+void kern_pack_load_rows(const void *src, enum kt_dtype dtype, size_t stride,
+			 unsigned int n0, unsigned int rows, unsigned int K,
+			 float *dst);
+
 /* Point @mat at matrix @id of the blob at @blob. */
 void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,
 		   const uint8_t *blob, struct kern_mat *mat);

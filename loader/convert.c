@@ -485,7 +485,8 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 	c.fd = -1;
 	pthread_mutex_init(&c.lock, NULL);
 	ret = ldr_geom_init(&c.geom, o->quant, 128, 128,
-			    o->quant == KT_QUANT_INT4 && !o->group_size ? 128 :
+			    (o->quant == KT_QUANT_INT4 ||
+			     o->quant == KT_QUANT_FP8) && !o->group_size ? 128 :
 			    o->group_size);
 	if (ret)
 		goto out;
