@@ -25,6 +25,7 @@
 #include "loader/ktw.h"
 #include "loader/safetensors.h"
 #include "kernels/crc32c.h"
+#include "kernels/fp8.h"
 
 enum { STYLE_MLP, STYLE_MIXTRAL };
 
@@ -148,6 +149,11 @@ static int find_mat(struct conv *c, int32_t layer, uint32_t e, int id,
 		return ldr_err(-EINVAL, "%s: tensor %s: unsupported dtype %s (BF16, F16, F32 or F8_E4M3)",
 			       m->w->file->path, name, m->w->dtype_name);
 	}
+	if (c->lay.quant == KT_QUANT_FP8 &&
+	    (b0 != KERN_FP8_BLOCK || b1 != KERN_FP8_BLOCK))
+		return ldr_err(-EINVAL, "%s/config.json: weight_block_size [%llu, %llu]: --method fp8 keeps 128x128 block scales only",
+			       c->o->input, (unsigned long long)b0,
+			       (unsigned long long)b1);
 	strcat(name, "_scale_inv");
 	m->scale_inv = ldr_ckpt_find(c->ck, name);
 	if (!m->scale_inv)
@@ -306,6 +312,16 @@ static int pack_mat(struct conv *c, struct conv_scratch *s,
 	unsigned int esz = ldr_st_dtype_size(t->dtype);
 	enum kt_dtype dt;
 
+	if (t->dtype == LDR_ST_F8_E4M3 && c->lay.quant == KT_QUANT_FP8) {
+		/* the bytes and scales as they are: no second rounding */
+		ldr_fp8_scales_f32(m->scale_inv->data,
+				   m->scale_inv->dtype == LDR_ST_BF16,
+				   (size_t)(m->scale_inv->shape[0] *
+					    m->scale_inv->shape[1]), s->f32);
+		kern_pack_fp8_raw(&c->lay, id, t->data, t->shape[1], s->f32,
+				  s->blob);
+		return 0;
+	}
 	if (t->dtype == LDR_ST_F8_E4M3) {
 		ldr_fp8_dequant(t->data, (uint32_t)t->shape[0],
 				(uint32_t)t->shape[1], m->scale_inv->data,
