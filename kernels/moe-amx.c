@@ -56,9 +56,12 @@ const struct kern_ops kern_ops_amx = {
 		[KT_QUANT_FP8] = {
 			.act_row_bytes = kern_act_row_bytes_bf16_avx512,
 			.act_prepare = kern_act_prepare_bf16_avx512,
-			.scratch_bytes = kern_scratch_bytes_amx,
+			.scratch_bytes = kern_scratch_bytes_fp8_amx,
 			.gate_up = kern_gate_up_fp8_avx512,
 			.down = kern_down_fp8_avx512,
+			.gate_up_many = kern_gate_up_fp8_amx,
+			.down_many = kern_down_fp8_amx,
+			.many_min_m = KERN_AMX_MIN_M_FP8,
 		},
 	},
 };

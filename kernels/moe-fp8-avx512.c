@@ -13,6 +13,7 @@
 #include "kernels/fp8.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
+#include "kernels/fp8-zmm.h"
 
 /* Tokens held in registers at once. */
 #define MR		8
@@ -24,36 +25,6 @@
  * matrix orders (rbm: along K; kcm: P = KC / 64 tiles per chunk). */
 #define BT		(KERN_FP8_BLOCK / KERN_TILE_K_FP8)
 #define DOWN_NSUB	1024
-
-/*
- * bf16 of the E4M3 subnormals m * 2^-9 (m = 0..7), indexed by the low five
- * bits of the byte, which are m when the exponent field is 0.
- */
-static const uint16_t sub_bf16[32] __attribute__((aligned(64))) = {
-	0x0000, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60,
-};
-
-/*
- * 32 E4M3 bytes to their bf16 values, exactly: a normal (1 + m/8) 2^(e-7)
- * is the bf16 with exponent e + 120 and mantissa m << 4, a subnormal comes
- * from the table, the sign moves from bit 7 to bit 15. The NaN encodings
- * (S.1111.111) read as +-480; checkpoints have none.
- */
-AI __m512i fp8_bf16(const uint8_t *p, __m512i tbl)
-{
-	__m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const void *)p));
-	__m512i mag = _mm512_and_si512(_mm512_slli_epi16(w, 4),
-				       _mm512_set1_epi16(0x07f0));
-	__m512i sub = _mm512_permutexvar_epi16(w, tbl);
-	__mmask32 nrm = _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x78));
-	__m512i r = _mm512_mask_add_epi16(sub, nrm, mag,
-					  _mm512_set1_epi16(0x3c00));
-
-	/* r | (w << 8 & 0x8000) */
-	return _mm512_ternarylogic_epi32(r, _mm512_slli_epi16(w, 8),
-					 _mm512_set1_epi16((short)0x8000),
-					 0xf8);
-}
 
 AI __m512i bcast32(const void *p)
 {
@@ -70,7 +41,7 @@ AI void mk_fp8(const uint8_t *gw, const uint8_t *uw, const int two,
 	       const uint8_t *const *x, const int M, __m512 *og, __m512 *ou)
 {
 	const int CH = M <= 3 ? 2 : 1;
-	const __m512i tbl = _mm512_load_si512((const void *)sub_bf16);
+	const __m512i tbl = fp8_sub_table();
 	__m512 ag[2][MR], au[2][MR];
 	int m, c, h;
 

@@ -135,6 +135,8 @@ KERN_DECLARE_EXP(avxvnni_evex);
 #define KERN_AMX_MIN_M_INT8	4
 #define KERN_AMX_MIN_M_INT4	10
 #define KERN_AMX_MIN_M_BF16	2
+/* FP8 widens its tiles once per call and reuses them for every token */
+#define KERN_AMX_MIN_M_FP8	4
 
 /* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
 extern const struct kern_ops kern_ops_avxvnni_evex;
