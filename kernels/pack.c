@@ -498,6 +498,18 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 	return 0;
 }
 
+void kern_pack_int4_raw(const struct kern_pack_layout *l, enum kern_mat_id id,
+			const int8_t *q, const float *scales, uint8_t *blob)
+{
+	unsigned int N, K, nb;
+
+	mat_dims(l, id, &N, &K);
+	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++)
+		write_tiles(l, id, blob + l->tiles_off[id], N, K, nb,
+			    q + (size_t)nb * KERN_TILE_ROWS * K);
+	memcpy(blob + l->scales_off[id], scales, l->scales_bytes[id]);
+}
+
 int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
 		     const void *up, const void *down, enum kt_dtype dtype,
 		     uint8_t *blob)

@@ -76,6 +76,14 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 		     uint8_t *blob);
 
 /*
+ * kern_pack_int4_raw() - pack INT4 matrix @id from values already
+ *	quantized: @q [N][K] int8 in [-8, 7] and @scales [K/G][N] f32
+ *	(w = q * scale), kept as they are.
+ */
+void kern_pack_int4_raw(const struct kern_pack_layout *l, enum kern_mat_id id,
+			const int8_t *q, const float *scales, uint8_t *blob);
+
+/*
  * kern_pack_expert() - quantize and pack gate, up and down into @blob
  *	(@l->total bytes). Sources are dense row-major of @dtype.
  * Return: 0; -EINVAL bad dtype or NULL source.

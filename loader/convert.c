@@ -25,6 +25,7 @@
 #include "loader/ktw.h"
 #include "loader/safetensors.h"
 #include "kernels/crc32c.h"
+#include "kernels/fp.h"
 #include "kernels/fp8.h"
 
 enum { STYLE_MLP, STYLE_MIXTRAL };
@@ -41,6 +42,9 @@ static const char *const style_block[2] = {
 struct conv_mat {
 	const struct ldr_st_tensor *w;
 	const struct ldr_st_tensor *scale_inv;	/* FP8 sources only */
+	/* compressed-tensors INT4: w is weight_packed, these its scales and
+	 * weight_shape */
+	const struct ldr_st_tensor *scale, *shape;
 };
 
 struct conv {
@@ -118,6 +122,73 @@ static int check_shape(const struct ldr_st_tensor *t, uint64_t rows,
 	return 0;
 }
 
+/*
+ * A compressed-tensors pack-quantized INT4 matrix @base ("....weight"):
+ * weight_packed I32 [n][k/8], weight_scale BF16/F16/F32 [n][k/G] and
+ * weight_shape I32/I64 [2] holding {n, k}.
+ */
+static int find_packed(struct conv *c, const char *base, uint64_t n,
+		       uint64_t k, struct conv_mat *m)
+{
+	uint64_t G = c->cfg.int4_group, dims[2];
+	const struct ldr_st_tensor *t;
+	char name[600];
+	int ret, i;
+
+	snprintf(name, sizeof(name), "%s_packed", base);
+	m->w = ldr_ckpt_find(c->ck, name);
+	if (!m->w)
+		return ldr_err(-EINVAL, "%s: missing tensor %s (or %s)",
+			       c->ck->source, base, name);
+	if (m->w->dtype != LDR_ST_I32)
+		return ldr_err(-EINVAL, "%s: tensor %s: dtype %s, expected I32 (8 nibbles each)",
+			       m->w->file->path, name, m->w->dtype_name);
+	ret = check_shape(m->w, n, k / 8);
+	if (ret)
+		return ret;
+	snprintf(name, sizeof(name), "%s_scale", base);
+	m->scale = ldr_ckpt_find(c->ck, name);
+	if (!m->scale)
+		return ldr_err(-EINVAL, "%s: missing tensor %s (the group scales of %s_packed)",
+			       c->ck->source, name, base);
+	if (m->scale->dtype != LDR_ST_BF16 && m->scale->dtype != LDR_ST_F16 &&
+	    m->scale->dtype != LDR_ST_F32)
+		return ldr_err(-EINVAL, "%s: tensor %s: unsupported dtype %s (BF16, F16 or F32)",
+			       m->scale->file->path, name,
+			       m->scale->dtype_name);
+	ret = check_shape(m->scale, n, k / G);
+	if (ret)
+		return ret;
+	snprintf(name, sizeof(name), "%s_shape", base);
+	t = m->shape = ldr_ckpt_find(c->ck, name);
+	if (!t)
+		return ldr_err(-EINVAL, "%s: missing tensor %s", c->ck->source,
+			       name);
+	if ((t->dtype != LDR_ST_I32 && t->dtype != LDR_ST_I64) ||
+	    t->ndim != 1 || t->shape[0] != 2)
+		return ldr_err(-EINVAL, "%s: tensor %s: %s of %u dims, expected two I32 or I64",
+			       t->file->path, name, t->dtype_name, t->ndim);
+	for (i = 0; i < 2; i++) {
+		if (t->dtype == LDR_ST_I32) {
+			int32_t v;
+
+			memcpy(&v, t->data + 4 * i, 4);
+			dims[i] = v < 0 ? UINT64_MAX : (uint64_t)v;
+		} else {
+			int64_t v;
+
+			memcpy(&v, t->data + 8 * i, 8);
+			dims[i] = v < 0 ? UINT64_MAX : (uint64_t)v;
+		}
+	}
+	if (dims[0] != n || dims[1] != k)
+		return ldr_err(-EINVAL, "%s: tensor %s holds [%lld, %lld], expected [%llu, %llu]",
+			       t->file->path, name, (long long)dims[0],
+			       (long long)dims[1], (unsigned long long)n,
+			       (unsigned long long)k);
+	return 0;
+}
+
 /* Look up and check the tensors of one (layer, expert, matrix). */
 static int find_mat(struct conv *c, int32_t layer, uint32_t e, int id,
 		    struct conv_mat *m)
@@ -132,6 +203,8 @@ static int find_mat(struct conv *c, int32_t layer, uint32_t e, int id,
 		 c->prefix, layer, style_block[c->style], e,
 		 style_mat[c->style][id]);
 	m->w = ldr_ckpt_find(c->ck, name);
+	if (!m->w && c->cfg.int4_group)
+		return find_packed(c, name, n, k, m);
 	if (!m->w)
 		return ldr_err(-EINVAL, "%s: missing tensor %s", c->ck->source,
 			       name);
@@ -292,6 +365,7 @@ struct conv_scratch {
 	uint8_t *blob;
 	float *f32;	/* one dequantized or realigned matrix */
 	size_t f32_len;
+	int8_t *q4;	/* INT4 sources: one matrix's values, then scales */
 };
 
 static void conv_fail(struct conv *c, int err)
@@ -304,6 +378,45 @@ static void conv_fail(struct conv *c, int err)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * Unpack a compressed-tensors INT4 matrix [N][K] into @q (q in [-8, 7]:
+ * nibble i of each little-endian int32 is column 8j + i, stored as q + 8)
+ * and @sc [K/G][N] f32 (the checkpoint's [N][K/G], transposed).
+ */
+static void unpack_int4(const struct conv_mat *m, uint32_t G, int8_t *q,
+			float *sc)
+{
+	uint64_t N = m->w->shape[0], W = m->w->shape[1], K = W * 8, n, j;
+	const struct ldr_st_tensor *st = m->scale;
+	unsigned int i;
+
+	for (n = 0; n < N; n++)
+		for (j = 0; j < W; j++) {
+			uint32_t w;
+
+			memcpy(&w, m->w->data + (n * W + j) * 4, 4);
+			for (i = 0; i < 8; i++)
+				q[n * K + j * 8 + i] =
+					(int8_t)((w >> (4 * i)) & 15) - 8;
+		}
+	for (n = 0; n < N; n++)
+		for (j = 0; j < K / G; j++) {
+			size_t e = n * (K / G) + j;
+			uint16_t h;
+			float v;
+
+			if (st->dtype == LDR_ST_F32) {
+				memcpy(&v, st->data + e * 4, 4);
+			} else {
+				memcpy(&h, st->data + e * 2, 2);
+				v = st->dtype == LDR_ST_BF16 ?
+					kern_bf16_to_f32(h) :
+					kern_f16_to_f32(h);
+			}
+			sc[j * N + n] = v;
+		}
+}
+
 static int pack_mat(struct conv *c, struct conv_scratch *s,
 		    const struct conv_mat *m, enum kern_mat_id id)
 {
@@ -311,6 +424,24 @@ static int pack_mat(struct conv *c, struct conv_scratch *s,
 	size_t elems = (size_t)(t->shape[0] * t->shape[1]);
 	unsigned int esz = ldr_st_dtype_size(t->dtype);
 	enum kt_dtype dt;
+
+	if (m->scale) {
+		uint64_t N = t->shape[0], K = t->shape[1] * 8, i;
+		uint32_t G = c->cfg.int4_group;
+		float *sc = (float *)(s->q4 + ((N * K + 63) & ~63ull));
+
+		unpack_int4(m, G, s->q4, sc);
+		/* kt's INT4 with the same group is the same numbers */
+		if (c->lay.quant == KT_QUANT_INT4 && c->lay.group == G) {
+			kern_pack_int4_raw(&c->lay, id, s->q4, sc, s->blob);
+			return 0;
+		}
+		for (i = 0; i < N * K; i++)
+			s->f32[i] = (float)s->q4[i] * sc[(i % K) / G * N +
+							 i / K];
+		return kern_pack_matrix(&c->lay, id, s->f32, KT_DTYPE_F32, K,
+					s->blob);
+	}
 
 	if (t->dtype == LDR_ST_F8_E4M3 && c->lay.quant == KT_QUANT_FP8) {
 		/* the bytes and scales as they are: no second rounding */
@@ -380,6 +511,8 @@ static int conv_one(struct conv *c, struct conv_scratch *s, uint64_t i)
 		ldr_st_tensor_done(m[id].w);
 		if (m[id].scale_inv)
 			ldr_st_tensor_done(m[id].scale_inv);
+		if (m[id].scale)
+			ldr_st_tensor_done(m[id].scale);
 	}
 	return 0;
 }
@@ -394,7 +527,10 @@ static void *conv_thread(void *arg)
 	s.f32_len = (size_t)c->cfg.hidden * c->cfg.inter;
 	s.f32 = malloc(s.f32_len * sizeof(float));
 	s.blob = ldr_io_buf_alloc(c->hdr.blob_stride);
-	if (!s.f32 || !s.blob) {
+	/* values (one byte each), then [K/G][N] f32 scales */
+	s.q4 = c->cfg.int4_group ? malloc(s.f32_len + 64 + s.f32_len /
+					  c->cfg.int4_group * 4) : NULL;
+	if (!s.f32 || !s.blob || (c->cfg.int4_group && !s.q4)) {
 		ldr_err(-ENOMEM, "out of memory for conversion buffers");
 		conv_fail(c, -ENOMEM);
 		goto out;
@@ -426,6 +562,7 @@ static void *conv_thread(void *arg)
 	}
 out:
 	free(s.f32);
+	free(s.q4);
 	free(s.blob);
 	return NULL;
 }
@@ -509,6 +646,16 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 	ret = ldr_hfconfig_load(o->input, &c.cfg);
 	if (ret)
 		goto out;
+	if (c.cfg.int4_group && o->quant == KT_QUANT_INT4) {
+		/* kept as they are: the checkpoint's group */
+		if (o->group_size && o->group_size != c.cfg.int4_group) {
+			ret = ldr_err(-EINVAL, "%s/config.json: the checkpoint's INT4 has group size %u; --method int4 keeps it as it is (leave out --group-size or give %u)",
+				      o->input, c.cfg.int4_group,
+				      c.cfg.int4_group);
+			goto out;
+		}
+		c.geom.group_size = c.cfg.int4_group;
+	}
 	ret = ldr_geom_init(&c.geom, o->quant, c.cfg.hidden, c.cfg.inter,
 			    c.geom.group_size);
 	if (ret) {
