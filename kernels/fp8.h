@@ -56,10 +56,12 @@ static inline uint8_t kern_f32_to_fp8(float f)
 
 /*
  * kern_pack_fp8_matrix() - quantize matrix @id from f32/bf16/f16 rows to
- *	E4M3 per 128x128 block (scale = amax / 448) and pack it into @blob.
+ *	E4M3 per 128x128 block or per row (@l->group; scale = amax / 448)
+ *	and pack it into @blob.
  * kern_pack_fp8_raw() - pack E4M3 bytes @q ([N][K], rows @stride bytes
- *	apart) and their block scales @scales ([N/128][K/128] f32, the
- *	weight_scale_inv of an FP8 checkpoint: w = fp8 * scale) as they are.
+ *	apart) and their scales @scales (f32 [N/128][K/128], the
+ *	weight_scale_inv of a block-scaled checkpoint, or [N], a per-channel
+ *	weight_scale: w = fp8 * scale) as they are.
  * Return: 0; -EINVAL bad dtype; -ENOMEM.
  */
 int kern_pack_fp8_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
@@ -69,12 +71,24 @@ void kern_pack_fp8_raw(const struct kern_pack_layout *l, enum kern_mat_id id,
 		       const uint8_t *q, size_t stride, const float *scales,
 		       uint8_t *blob);
 
-/* The scale of element (n, k) of a packed FP8 matrix with K columns. */
-static inline float kern_fp8_scale(const float *scales, unsigned int K,
-				   unsigned int n, unsigned int k)
+/*
+ * Index of the scale of element (n, k) of a packed FP8 matrix with K
+ * columns and scale group @group (KERN_FP8_BLOCK or KERN_FP8_CHANNEL).
+ */
+static inline size_t kern_fp8_scale_idx(unsigned int group, unsigned int K,
+					unsigned int n, unsigned int k)
 {
-	return scales[(size_t)(n / KERN_FP8_BLOCK) * (K / KERN_FP8_BLOCK) +
-		      k / KERN_FP8_BLOCK];
+	if (group == KERN_FP8_CHANNEL)
+		return n;
+	return (size_t)(n / KERN_FP8_BLOCK) * (K / KERN_FP8_BLOCK) +
+	       k / KERN_FP8_BLOCK;
+}
+
+static inline float kern_fp8_scale(const float *scales, unsigned int group,
+				   unsigned int K, unsigned int n,
+				   unsigned int k)
+{
+	return scales[kern_fp8_scale_idx(group, K, n, k)];
 }
 
 /* The FP8 rows of the ops tables: scalar oracle, AVX-512 (bf16), AMX. */

@@ -32,6 +32,8 @@
 #define KERN_TILE_K_FP8		64
 /* FP8: the edge of the square blocks of one f32 scale (N and K). */
 #define KERN_FP8_BLOCK		128
+/* FP8 group of one scale per output row (KT_GROUP_CHANNEL). */
+#define KERN_FP8_CHANNEL	0xffffffffu
 /* INT4: the high nibble of the byte of k holds k + KERN_INT4_HI_K. */
 #define KERN_INT4_HI_K		(KERN_TILE_K_INT4 / 2)
 

@@ -176,8 +176,9 @@ void kern_gate_up_fp8_amx(const struct kern_gate_up_args *a)
 	for (nb = a->n0 / TB; nb < a->n1 / TB; nb++) {
 		size_t off = kern_tile_off(kern_tile_rbm(K, KERN_TILE_K_FP8,
 							 nb, 0));
+		const bool chan = a->group == KERN_FP8_CHANNEL;
 		const float *sg = a->gate->scales +
-			(size_t)(nb * TB / KERN_FP8_BLOCK) * nsb;
+			kern_fp8_scale_idx(a->group, K, nb * TB, 0);
 		const float *su = a->up->scales + (sg - a->gate->scales);
 
 		widen(a->gate->tiles + off, K / KERN_TILE_K_FP8, s.bg);
@@ -186,8 +187,11 @@ void kern_gate_up_fp8_amx(const struct kern_gate_up_args *a)
 		zero_f(s.fu, mp);
 		BARRIER();
 		for (b = 0; b < nsb; b++) {
-			__m512 vg = _mm512_set1_ps(sg[b]);
-			__m512 vu = _mm512_set1_ps(su[b]);
+			/* C columns are output rows: per-row scales load */
+			__m512 vg = chan ? _mm512_loadu_ps(sg) :
+					   _mm512_set1_ps(sg[b]);
+			__m512 vu = chan ? _mm512_loadu_ps(su) :
+					   _mm512_set1_ps(su[b]);
 
 			for (tb = 0; tb < mp; tb += 2 * TB) {
 				unsigned int cnt = a->m - tb < 2 * TB ?
@@ -251,7 +255,7 @@ void kern_down_fp8_amx(const struct kern_down_args *a)
 {
 	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
 	const unsigned int nkb = (a->k1 - a->k0) / KERN_TILE_K_BF16;
-	const unsigned int nsb = a->K / KERN_FP8_BLOCK, mp = mpad(a->m);
+	const unsigned int mp = mpad(a->m);
 	unsigned int nb, c, tb, i, j;
 	struct fp8_amx s;
 
@@ -268,8 +272,10 @@ void kern_down_fp8_amx(const struct kern_down_args *a)
 				kern_tile_kcm(a->N, a->kc, KERN_TILE_K_FP8, nb,
 					      c * (KERN_FP8_BLOCK /
 						   KERN_TILE_K_FP8)));
-			__m512 vs = _mm512_set1_ps(a->down->scales[
-				(size_t)(nb * TB / KERN_FP8_BLOCK) * nsb + c]);
+			const float *sp = a->down->scales + kern_fp8_scale_idx(
+				a->group, a->K, nb * TB, c * a->kc);
+			__m512 vs = a->group == KERN_FP8_CHANNEL ?
+				_mm512_loadu_ps(sp) : _mm512_set1_ps(*sp);
 
 			widen(t, KERN_FP8_BLOCK / KERN_TILE_K_FP8, s.bg);
 			BARRIER();

@@ -90,8 +90,9 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 		 unsigned int i0, const int M)
 {
 	const unsigned int nkb = a->K / KERN_FP8_BLOCK;
-	const float *sg = a->gate->scales + (size_t)(nb * NROW /
-					     KERN_FP8_BLOCK) * nkb;
+	const bool chan = a->group == KERN_FP8_CHANNEL;
+	const float *sg = a->gate->scales + kern_fp8_scale_idx(a->group, a->K,
+							       nb * NROW, 0);
 	const float *su = a->up->scales + (sg - a->gate->scales);
 	const uint8_t *x[MR], *xk[MR];
 	__m512 g[MR], u[MR], dg[MR], du[MR];
@@ -106,8 +107,11 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 	for (kb = 0; kb < nkb; kb++) {
 		size_t off = kern_tile_off(kern_tile_rbm(a->K, KERN_TILE_K_FP8,
 							 nb, kb * BT));
-		__m512 vg = _mm512_set1_ps(sg[kb]);
-		__m512 vu = _mm512_set1_ps(su[kb]);
+		/* a row's scale is the same for every block: its own */
+		__m512 vg = chan ? _mm512_loadu_ps(sg) :
+				   _mm512_set1_ps(sg[kb]);
+		__m512 vu = chan ? _mm512_loadu_ps(su) :
+				   _mm512_set1_ps(su[kb]);
 
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
@@ -162,7 +166,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 		   const int M)
 {
 	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
-	const unsigned int nsub = ns1 - ns0, nkb = a->K / KERN_FP8_BLOCK;
+	const unsigned int nsub = ns1 - ns0;
 	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
 	unsigned int c, nb;
 	int m;
@@ -180,14 +184,18 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 				kern_tile_kcm(a->N, a->kc, KERN_TILE_K_FP8, nb,
 					      c * BT));
 			float *pp = part + (nb * NROW - ns0);
-			__m512 s = _mm512_set1_ps(a->down->scales[
-				(size_t)(nb * NROW / KERN_FP8_BLOCK) * nkb + c]);
+			const bool chan = a->group == KERN_FP8_CHANNEL;
+			const float *sp = a->down->scales + kern_fp8_scale_idx(
+				a->group, a->K, nb * NROW, c * a->kc);
+			__m512 s = chan ? _mm512_loadu_ps(sp) :
+					  _mm512_set1_ps(*sp);
+			__m512 s2 = chan ? _mm512_loadu_ps(sp + NROW) : s;
 			__m512 r[MR], r2[MR];
 
 			/* two output blocks (adjacent tiles) per broadcast
 			 * when the block is reused by several passes */
 			if (a->m > MR && nb + 1 < ns1 / NROW &&
-			    ((nb + 1) * NROW) % KERN_FP8_BLOCK) {
+			    (chan || ((nb + 1) * NROW) % KERN_FP8_BLOCK)) {
 				mk_fp8(tw, tw + kern_tile_off(BT), 1, x, M, r,
 				       r2);
 #pragma GCC unroll 16
@@ -196,7 +204,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 						_mm512_fmadd_ps(r[m], s,
 						_mm512_loadu_ps(pp + m * nsub)));
 					_mm512_storeu_ps(pp + NROW + m * nsub,
-						_mm512_fmadd_ps(r2[m], s,
+						_mm512_fmadd_ps(r2[m], s2,
 						_mm512_loadu_ps(pp + NROW +
 								m * nsub)));
 				}

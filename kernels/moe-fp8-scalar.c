@@ -67,15 +67,16 @@ static size_t tile_dn(unsigned int N, unsigned int nb, unsigned int kb)
 	return kern_tile_kcm(N, KERN_DOWN_CHUNK, KERN_TILE_K_FP8, nb, kb);
 }
 
-static float row_dot(const struct kern_mat *m, unsigned int K, unsigned int n,
-		     const uint16_t *x)
+/* Per 128-column block its dot times its scale (per row: the same one). */
+static float row_dot(const struct kern_mat *m, unsigned int K,
+		     unsigned int group, unsigned int n, const uint16_t *x)
 {
 	float acc = 0.0f;
 	unsigned int k;
 
 	for (k = 0; k < K; k += KERN_FP8_BLOCK)
 		acc += block_dot(m->tiles, tile_gu, K, n, k, x + k) *
-		       kern_fp8_scale(m->scales, K, n, k);
+		       kern_fp8_scale(m->scales, group, K, n, k);
 	return acc;
 }
 
@@ -90,8 +91,9 @@ void kern_gate_up_fp8_scalar(const struct kern_gate_up_args *a)
 
 		for (n = a->n0; n < a->n1; n++)
 			out[n - a->n0] =
-				kern_silu_f32(row_dot(a->gate, a->K, n, x)) *
-				row_dot(a->up, a->K, n, x);
+				kern_silu_f32(row_dot(a->gate, a->K, a->group,
+						      n, x)) *
+				row_dot(a->up, a->K, a->group, n, x);
 	}
 }
 
@@ -114,8 +116,8 @@ void kern_down_fp8_scalar(const struct kern_down_args *a)
 
 				acc += block_dot(a->down->tiles, tile_dn, a->N,
 						 n, c * a->kc, x) *
-				       kern_fp8_scale(a->down->scales, a->K, n,
-						      c * a->kc);
+				       kern_fp8_scale(a->down->scales, a->group,
+						      a->K, n, c * a->kc);
 			}
 			y[n] += a->w[i] * acc;
 		}

@@ -54,7 +54,8 @@ void kern_pack_fp8_raw(const struct kern_pack_layout *l, enum kern_mat_id id,
 	for (n = 0; n < N; n += KERN_TILE_ROWS)
 		fp8_write_block(l, id, blob + l->tiles_off[id], N, K, n,
 				q + (size_t)n * stride, stride);
-	memcpy(blob + l->scales_off[id], scales,
+	memcpy(blob + l->scales_off[id], scales, l->group == KERN_FP8_CHANNEL ?
+	       (size_t)N * 4 :
 	       (size_t)(N / KERN_FP8_BLOCK) * (K / KERN_FP8_BLOCK) * 4);
 }
 
@@ -78,7 +79,25 @@ int kern_pack_fp8_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 	}
 	for (n0 = 0; n0 < N; n0 += B) {
 		kern_pack_load_rows(src, dtype, src_stride, n0, B, K, rows);
-		for (kb = 0; kb < K / B; kb++) {
+		if (l->group == KERN_FP8_CHANNEL) {
+			for (r = 0; r < B; r++) {
+				const float *v = rows + (size_t)r * K;
+				float amax = 0.0f, s;
+
+				for (k = 0; k < K; k++)
+					amax = fabsf(v[k]) > amax ? fabsf(v[k]) :
+					       amax;
+				s = amax / KERN_FP8_MAX;
+				scales[n0 + r] = s;
+				for (k = 0; k < K; k++)
+					q[(size_t)r * K + k] = s > 0.0f ?
+						kern_f32_to_fp8(v[k] / s) : 0;
+			}
+			kb = K / B;	/* no blocks */
+		} else {
+			kb = 0;
+		}
+		for (; kb < K / B; kb++) {
 			float amax = 0.0f, s;
 
 			for (r = 0; r < B; r++)

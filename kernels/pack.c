@@ -65,13 +65,19 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 		sdn = (size_t)(inter / group) * hidden * 4;
 		break;
 	case KT_QUANT_FP8:
-		if (group && group != KERN_FP8_BLOCK) {
-			l->err = "FP8 scale blocks must be 128x128";
+		if (group && group != KERN_FP8_BLOCK &&
+		    group != KERN_FP8_CHANNEL) {
+			l->err = "FP8 scales must be per 128x128 block or per row";
 			return -EINVAL;
 		}
-		l->group = KERN_FP8_BLOCK;
+		l->group = group ? group : KERN_FP8_BLOCK;
 		l->kt = KERN_TILE_K_FP8;
 		tb = nk;
+		if (l->group == KERN_FP8_CHANNEL) {
+			sgu = (size_t)inter * 4;
+			sdn = (size_t)hidden * 4;
+			break;
+		}
 		/* [N/128][K/128] f32 per matrix, padded to 64 bytes */
 		sgu = ((size_t)(hidden / 128) * (inter / 128) * 4 + 63) &
 		      ~(size_t)63;
@@ -556,7 +562,8 @@ float kern_pack_get(const struct kern_pack_layout *l, enum kern_mat_id id,
 		return (float)(nib - 8) * scales[(size_t)(k / l->group) * N + n];
 	}
 	case KT_QUANT_FP8:
-		return kern_fp8_to_f32(*p) * kern_fp8_scale(scales, K, n, k);
+		return kern_fp8_to_f32(*p) * kern_fp8_scale(scales, l->group, K,
+							    n, k);
 	default:
 		memcpy(&h, p, 2);
 		return kern_bf16_to_f32(h);

@@ -45,6 +45,7 @@ struct conv_mat {
 	/* compressed-tensors INT4: w is weight_packed, these its scales and
 	 * weight_shape */
 	const struct ldr_st_tensor *scale, *shape;
+	bool chan;	/* FP8: scale_inv is a per-row weight_scale */
 };
 
 struct conv {
@@ -53,6 +54,7 @@ struct conv {
 	struct ldr_ckpt *ck;
 	struct ldr_geom geom;
 	struct kern_pack_layout lay;
+	bool fp8_chan;		/* F8_E4M3 weights with per-row weight_scale */
 	char prefix[256];
 	int style;
 	uint32_t n_layers;
@@ -222,6 +224,23 @@ static int find_mat(struct conv *c, int32_t layer, uint32_t e, int id,
 		return ldr_err(-EINVAL, "%s: tensor %s: unsupported dtype %s (BF16, F16, F32 or F8_E4M3)",
 			       m->w->file->path, name, m->w->dtype_name);
 	}
+	if (c->fp8_chan) {
+		/* per-channel: weight_scale [n, 1] or [n] */
+		strcat(name, "_scale");
+		m->scale_inv = ldr_ckpt_find(c->ck, name);
+		m->chan = true;
+		if (!m->scale_inv)
+			return ldr_err(-EINVAL, "%s: missing tensor %s (the per-channel scales of an F8_E4M3 weight)",
+				       c->ck->source, name);
+		if (m->scale_inv->dtype != LDR_ST_F32 &&
+		    m->scale_inv->dtype != LDR_ST_BF16)
+			return ldr_err(-EINVAL, "%s: tensor %s: unsupported dtype %s (F32 or BF16)",
+				       m->scale_inv->file->path, name,
+				       m->scale_inv->dtype_name);
+		if (m->scale_inv->ndim == 1 && m->scale_inv->shape[0] == n)
+			return 0;
+		return check_shape(m->scale_inv, n, 1);
+	}
 	if (c->lay.quant == KT_QUANT_FP8 &&
 	    (b0 != KERN_FP8_BLOCK || b1 != KERN_FP8_BLOCK))
 		return ldr_err(-EINVAL, "%s/config.json: weight_block_size [%llu, %llu]: --method fp8 keeps 128x128 block scales only",
@@ -238,6 +257,44 @@ static int find_mat(struct conv *c, int32_t layer, uint32_t e, int id,
 			       m->scale_inv->file->path, name,
 			       m->scale_inv->dtype_name);
 	return check_shape(m->scale_inv, (n + b0 - 1) / b0, (k + b1 - 1) / b1);
+}
+
+/*
+ * An F8_E4M3 checkpoint scales per 128x128 block (weight_scale_inv) or per
+ * output row (weight_scale, "FP8 per-channel"); the first expert's gate
+ * tells, and every matrix must then follow it. --method fp8 keeps the
+ * kind: its layout is switched to per-row scales here.
+ */
+static int detect_fp8_chan(struct conv *c)
+{
+	char name[512];
+	int ret;
+
+	snprintf(name, sizeof(name), "%slayers.%d.%s.experts.0.%s.weight",
+		 c->prefix, c->layer_ids[0], style_block[c->style],
+		 style_mat[c->style][KERN_MAT_GATE]);
+	{
+		const struct ldr_st_tensor *w = ldr_ckpt_find(c->ck, name);
+		size_t len = strlen(name);
+
+		if (!w || w->dtype != LDR_ST_F8_E4M3)
+			return 0;
+		snprintf(name + len, sizeof(name) - len, "_scale_inv");
+		if (ldr_ckpt_find(c->ck, name))
+			return 0;
+		snprintf(name + len, sizeof(name) - len, "_scale");
+		if (!ldr_ckpt_find(c->ck, name))
+			return 0;	/* find_mat names what is missing */
+	}
+	c->fp8_chan = true;
+	if (c->lay.quant != KT_QUANT_FP8)
+		return 0;
+	ret = ldr_geom_init(&c->geom, KT_QUANT_FP8, c->cfg.hidden,
+			    c->cfg.inter, KT_GROUP_CHANNEL);
+	if (ret)
+		return ret;
+	return kern_pack_layout(KT_QUANT_FP8, c->cfg.hidden, c->cfg.inter,
+				KT_GROUP_CHANNEL, &c->lay);
 }
 
 static int plan(struct conv *c)
@@ -270,6 +327,9 @@ static int plan(struct conv *c)
 	c->mats = calloc((size_t)n * c->cfg.n_experts * 3, sizeof(*c->mats));
 	if (!c->mats)
 		return -ENOMEM;
+	ret = detect_fp8_chan(c);
+	if (ret)
+		return ret;
 	for (l = 0; l < n; l++)
 		for (e = 0; e < c->cfg.n_experts; e++)
 			for (id = 0; id < 3; id++) {
@@ -447,17 +507,21 @@ static int pack_mat(struct conv *c, struct conv_scratch *s,
 		/* the bytes and scales as they are: no second rounding */
 		ldr_fp8_scales_f32(m->scale_inv->data,
 				   m->scale_inv->dtype == LDR_ST_BF16,
-				   (size_t)(m->scale_inv->shape[0] *
-					    m->scale_inv->shape[1]), s->f32);
+				   m->scale_inv->len /
+				   ldr_st_dtype_size(m->scale_inv->dtype),
+				   s->f32);
 		kern_pack_fp8_raw(&c->lay, id, t->data, t->shape[1], s->f32,
 				  s->blob);
 		return 0;
 	}
 	if (t->dtype == LDR_ST_F8_E4M3) {
+		/* per-channel: blocks of one row by the whole row */
 		ldr_fp8_dequant(t->data, (uint32_t)t->shape[0],
 				(uint32_t)t->shape[1], m->scale_inv->data,
 				m->scale_inv->dtype == LDR_ST_BF16,
-				c->cfg.fp8_block[0], c->cfg.fp8_block[1], s->f32);
+				m->chan ? 1 : c->cfg.fp8_block[0],
+				m->chan ? (uint32_t)t->shape[1] :
+				c->cfg.fp8_block[1], s->f32);
 		return kern_pack_matrix(&c->lay, id, s->f32, KT_DTYPE_F32,
 					t->shape[1], s->blob);
 	}

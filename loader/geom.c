@@ -19,9 +19,10 @@ int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
 	if (quant != KT_QUANT_INT8 && quant != KT_QUANT_INT4 &&
 	    quant != KT_QUANT_BF16 && quant != KT_QUANT_FP8)
 		return ldr_err(-EINVAL, "unknown quantization %d", quant);
-	if (quant == KT_QUANT_FP8 && group_size != 128)
-		return ldr_err(-EINVAL, "FP8 scale block %u is not 128",
-			       group_size);
+	if (quant == KT_QUANT_FP8 && group_size != 128 &&
+	    group_size != KT_GROUP_CHANNEL)
+		return ldr_err(-EINVAL, "FP8 scale group %u is neither 128 (128x128 blocks) nor %u (per row)",
+			       group_size, KT_GROUP_CHANNEL);
 	if (quant != KT_QUANT_INT4 && quant != KT_QUANT_FP8 && group_size)
 		return ldr_err(-EINVAL, "group size %u given for %s", group_size,
 			       kt_quant_name((enum kt_quant)quant));

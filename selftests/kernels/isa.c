@@ -222,9 +222,12 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 		tested++;
 		/* H = 384, I = 768: six chunks of KC */
 		ASSERT_EQ(blob_make(&b, qs[qi], 384, 768, 0, 21), 0);
-		/* H = 256, I = 384: three chunks; INT4 with group 32 */
+		/* H = 256, I = 384: three chunks; INT4 with group 32, FP8
+		 * with per-row scales */
 		ASSERT_EQ(blob_make(&b2, qs[qi], 256, 384,
-				    qs[qi] == KT_QUANT_INT4 ? 32 : 0, 22), 0);
+				    qs[qi] == KT_QUANT_INT4 ? 32 :
+				    qs[qi] == KT_QUANT_FP8 ? KT_GROUP_CHANNEL :
+				    0, 22), 0);
 		for (mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++) {
 			unsigned int m = ms[mi];
 

@@ -319,6 +319,9 @@ TEST(scalar_gate_up)
 		      quant_tol(KT_QUANT_INT4));
 	check_gate_up(_metadata, ops, KT_QUANT_INT4, 256, 128, 64, 2, 0, 64,
 		      quant_tol(KT_QUANT_INT4));
+	/* FP8 with one scale per row */
+	check_gate_up(_metadata, ops, KT_QUANT_FP8, 384, 256,
+		      KT_GROUP_CHANNEL, 3, 16, 256, quant_tol(KT_QUANT_FP8));
 }
 
 TEST(scalar_down)
@@ -341,6 +344,8 @@ TEST(scalar_down)
 		   512, quant_tol(KT_QUANT_INT4));
 	check_down(_metadata, ops, KT_QUANT_INT4, 128, 256, 64, 2, 0, 128, 0,
 		   256, quant_tol(KT_QUANT_INT4));
+	check_down(_metadata, ops, KT_QUANT_FP8, 256, 384, KT_GROUP_CHANNEL, 2,
+		   32, 160, 128, 384, quant_tol(KT_QUANT_FP8));
 }
 
 TEST(silu)
