@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * moe-fp8-amx.c - FP8 (E4M3) experts with many tokens on AMX: the FP8
- * tiles of one row block (gate, up) or one chunk (down) are widened once
- * per call to BF16 B tiles in scratch, exactly, and every pair of 16-token
- * A tiles runs TDPBF16PS over them; each 128 x 128 scale block's C tiles
- * are scaled and summed in f32 with AVX-512.
+ * tiles of one scale block (16 rows x 128 columns of gate and up, or of a
+ * down chunk) are widened once per call to BF16 B tiles in an L1-sized
+ * scratch, exactly, and every pair of 16-token A tiles runs TDPBF16PS over
+ * them; each block's C tiles are scaled and summed in f32 with AVX-512.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -26,7 +26,7 @@
 
 struct fp8_amx {
 	uint8_t *a;	/* A tiles [mpad / 16][nkb][16][64] */
-	uint8_t *bg;	/* widened B tiles of gate (or down) */
+	uint8_t *bg;	/* one scale block's widened B tiles of gate (down) */
 	uint8_t *bu;	/* and of up */
 	float *c;	/* four stored C tiles */
 	float *fg;	/* f32 sums [mpad][16] */
@@ -52,7 +52,7 @@ static size_t fp8_amx_bytes(const struct kern_geom *g, unsigned int max_m)
 {
 	size_t mp = mpad(max_m), k = kmax_of(g);
 
-	return al64(mp * k * 2) + 2 * al64(TB * k * 2) + al64(4 * TILE) +
+	return al64(mp * k * 2) + 2 * al64(BK * TILE) + al64(4 * TILE) +
 	       2 * al64(mp * TB * 4) + 64;
 }
 
@@ -74,9 +74,9 @@ static void fp8_amx_init(struct fp8_amx *s, void *base, unsigned int K,
 	s->a = p;
 	p += al64(mp * K * 2);
 	s->bg = p;
-	p += al64(TB * (size_t)K * 2);
+	p += al64(BK * TILE);
 	s->bu = p;
-	p += al64(TB * (size_t)K * 2);
+	p += al64(BK * TILE);
 	s->c = (float *)p;
 	p += al64(4 * TILE);
 	s->fg = (float *)p;
@@ -181,17 +181,22 @@ void kern_gate_up_fp8_amx(const struct kern_gate_up_args *a)
 			kern_fp8_scale_idx(a->group, K, nb * TB, 0);
 		const float *su = a->up->scales + (sg - a->gate->scales);
 
-		widen(a->gate->tiles + off, K / KERN_TILE_K_FP8, s.bg);
-		widen(a->up->tiles + off, K / KERN_TILE_K_FP8, s.bu);
 		zero_f(s.fg, mp);
 		zero_f(s.fu, mp);
-		BARRIER();
 		for (b = 0; b < nsb; b++) {
+			size_t bo = kern_tile_off((size_t)b * BK / 2);
+
 			/* C columns are output rows: per-row scales load */
 			__m512 vg = chan ? _mm512_loadu_ps(sg) :
 					   _mm512_set1_ps(sg[b]);
 			__m512 vu = chan ? _mm512_loadu_ps(su) :
 					   _mm512_set1_ps(su[b]);
+
+			/* the block's 2 FP8 tiles per matrix: 4 B tiles each,
+			 * in L1 for every token pair */
+			widen(a->gate->tiles + off + bo, BK / 2, s.bg);
+			widen(a->up->tiles + off + bo, BK / 2, s.bu);
+			BARRIER();
 
 			for (tb = 0; tb < mp; tb += 2 * TB) {
 				unsigned int cnt = a->m - tb < 2 * TB ?
@@ -206,9 +211,9 @@ void kern_gate_up_fp8_amx(const struct kern_gate_up_args *a)
 
 					_tile_loadd(4, atile(&s, nkb, tb, kb),
 						    LINE);
-					_tile_loadd(6, s.bg + (size_t)kb * TILE,
+					_tile_loadd(6, s.bg + (size_t)j * TILE,
 						    LINE);
-					_tile_loadd(7, s.bu + (size_t)kb * TILE,
+					_tile_loadd(7, s.bu + (size_t)j * TILE,
 						    LINE);
 					_tile_dpbf16ps(0, 4, 6);
 					_tile_dpbf16ps(1, 4, 7);

@@ -17,7 +17,7 @@
 
 /* Tokens held in registers at once. */
 #define MR		8
-#define PF_DIST		(4 * 1024)
+#define PF_DIST		(8192)
 #define NROW		KERN_TILE_ROWS
 #define HALF		(KERN_TILE_ROW_BYTES / 2)	/* bytes of one k pair */
 #define NHALF		(KERN_TILE_BYTES / HALF)	/* k pairs of a tile */
