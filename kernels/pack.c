@@ -130,8 +130,8 @@ size_t kern_pack_elem_off(const struct kern_pack_layout *l,
 }
 
 void kern_pack_load_rows(const void *src, enum kt_dtype dtype, size_t stride,
-		      unsigned int n0, unsigned int rows, unsigned int K,
-		      float *dst)
+			 unsigned int n0, unsigned int rows, unsigned int K,
+			 float *dst)
 {
 	unsigned int r, k;
 
