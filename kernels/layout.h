@@ -23,6 +23,17 @@
 #define KERN_TILE_K_INT8	64	/* 16 x 64 int8 */
 #define KERN_TILE_K_BF16	32	/* 16 x 32 bf16 */
 #define KERN_TILE_K_INT4	128	/* 16 x 128 nibbles: k and k + 64 share a byte */
+/*
+ * FP8: 16 x 64 E4M3 bytes, each 32-byte half line the bytes of one BF16
+ * tile line (16 rows x a k pair), so that zero-extending it to 16 bits
+ * lines the values up as vdpbf16ps and the AMX bf16 B tiles want them;
+ * the first 512 bytes widen to the BF16 tile of k 0..31, the rest k 32..63.
+ */
+#define KERN_TILE_K_FP8		64
+/* FP8: the edge of the square blocks of one f32 scale (N and K). */
+#define KERN_FP8_BLOCK		128
+/* FP8 group of one scale per output row (KT_GROUP_CHANNEL). */
+#define KERN_FP8_CHANNEL	0xffffffffu
 /* INT4: the high nibble of the byte of k holds k + KERN_INT4_HI_K. */
 #define KERN_INT4_HI_K		(KERN_TILE_K_INT4 / 2)
 
@@ -45,6 +56,8 @@ static inline unsigned int kern_tile_k(enum kt_quant q)
 		return KERN_TILE_K_BF16;
 	case KT_QUANT_INT4:
 		return KERN_TILE_K_INT4;
+	case KT_QUANT_FP8:
+		return KERN_TILE_K_FP8;
 	default:
 		return 0;
 	}
@@ -84,6 +97,8 @@ static inline unsigned int kern_tile_byte(enum kt_quant q, unsigned int r,
 	if (q == KT_QUANT_BF16)
 		return (c / 2) * KERN_TILE_ROW_BYTES + r * KERN_TILE_LANE_BYTES +
 		       (c % 2) * 2;
+	if (q == KT_QUANT_FP8)
+		return (c / 2) * (KERN_TILE_ROW_BYTES / 2) + r * 2 + c % 2;
 	if (q == KT_QUANT_INT4)
 		c %= KERN_INT4_HI_K;
 	return (c / 4) * KERN_TILE_ROW_BYTES + r * KERN_TILE_LANE_BYTES + c % 4;

@@ -85,5 +85,7 @@ kern_peak_fn kern_peak_for(enum kt_isa isa, enum kt_quant q)
 {
 	if ((unsigned int)isa >= KT_ISA_COUNT || !peak_loops[isa].int8)
 		isa = KT_ISA_SCALAR;
-	return q == KT_QUANT_BF16 ? peak_loops[isa].bf16 : peak_loops[isa].int8;
+	/* FP8 computes through bf16 */
+	return q == KT_QUANT_BF16 || q == KT_QUANT_FP8 ? peak_loops[isa].bf16 :
+	       peak_loops[isa].int8;
 }

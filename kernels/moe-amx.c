@@ -9,6 +9,7 @@
 
 #define AMX_NAME(x) amx_##x
 #include "kernels/moe-amx.h"
+#include "kernels/fp8.h"
 
 size_t kern_scratch_bytes_amx(const struct kern_geom *g, unsigned int max_m)
 {
@@ -51,6 +52,16 @@ const struct kern_ops kern_ops_amx = {
 			.gate_up_many = amx_gate_up_bf16,
 			.down_many = amx_down_bf16,
 			.many_min_m = KERN_AMX_MIN_M_BF16,
+		},
+		[KT_QUANT_FP8] = {
+			.act_row_bytes = kern_act_row_bytes_bf16_avx512,
+			.act_prepare = kern_act_prepare_bf16_avx512,
+			.scratch_bytes = kern_scratch_bytes_fp8_amx,
+			.gate_up = kern_gate_up_fp8_avx512,
+			.down = kern_down_fp8_avx512,
+			.gate_up_many = kern_gate_up_fp8_amx,
+			.down_many = kern_down_fp8_amx,
+			.many_min_m = KERN_AMX_MIN_M_FP8,
 		},
 	},
 };

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/fp.h"
+#include "kernels/fp8.h"
 #include "kernels/kern.h"
 #include "kernels/layout.h"
 
@@ -383,6 +384,13 @@ const struct kern_ops kern_ops_scalar = {
 			.scratch_bytes = scratch_none,
 			.gate_up = kern_gate_up_bf16_scalar,
 			.down = kern_down_bf16_scalar,
+		},
+		[KT_QUANT_FP8] = {
+			.act_row_bytes = kern_act_row_bytes_fp8_scalar,
+			.act_prepare = kern_act_prepare_fp8_scalar,
+			.scratch_bytes = scratch_none,
+			.gate_up = kern_gate_up_fp8_scalar,
+			.down = kern_down_fp8_scalar,
 		},
 	},
 };

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/fp.h"
+#include "kernels/fp8.h"
 #include "kernels/pack.h"
 
 /*
@@ -63,6 +64,25 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 		sgu = (size_t)(hidden / group) * inter * 4;
 		sdn = (size_t)(inter / group) * hidden * 4;
 		break;
+	case KT_QUANT_FP8:
+		if (group && group != KERN_FP8_BLOCK &&
+		    group != KERN_FP8_CHANNEL) {
+			l->err = "FP8 scales must be per 128x128 block or per row";
+			return -EINVAL;
+		}
+		l->group = group ? group : KERN_FP8_BLOCK;
+		l->kt = KERN_TILE_K_FP8;
+		tb = nk;
+		if (l->group == KERN_FP8_CHANNEL) {
+			sgu = (size_t)inter * 4;
+			sdn = (size_t)hidden * 4;
+			break;
+		}
+		/* [N/128][K/128] f32 per matrix, padded to 64 bytes */
+		sgu = ((size_t)(hidden / 128) * (inter / 128) * 4 + 63) &
+		      ~(size_t)63;
+		sdn = sgu;
+		break;
 	default:
 		l->err = "unknown quantization";
 		return -EINVAL;
@@ -109,10 +129,9 @@ size_t kern_pack_elem_off(const struct kern_pack_layout *l,
 						    k % l->kt);
 }
 
-/* Rows [n0, n0 + rows) of the source as f32. */
-static void load_rows(const void *src, enum kt_dtype dtype, size_t stride,
-		      unsigned int n0, unsigned int rows, unsigned int K,
-		      float *dst)
+void kern_pack_load_rows(const void *src, enum kt_dtype dtype, size_t stride,
+			 unsigned int n0, unsigned int rows, unsigned int K,
+			 float *dst)
 {
 	unsigned int r, k;
 
@@ -442,6 +461,8 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 	if (dtype != KT_DTYPE_F32 && dtype != KT_DTYPE_BF16 &&
 	    dtype != KT_DTYPE_F16)
 		return -EINVAL;
+	if (l->quant == KT_QUANT_FP8)
+		return kern_pack_fp8_matrix(l, id, src, dtype, src_stride, blob);
 	mat_dims(l, id, &N, &K);
 	rows = malloc((size_t)KERN_TILE_ROWS * K * sizeof(float));
 	q = malloc((size_t)KERN_TILE_ROWS * K * 2);
@@ -451,7 +472,7 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 		return -ENOMEM;
 	}
 	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
-		load_rows(src, dtype, src_stride, nb * KERN_TILE_ROWS,
+		kern_pack_load_rows(src, dtype, src_stride, nb * KERN_TILE_ROWS,
 			  KERN_TILE_ROWS, K, rows);
 		for (r = 0; r < KERN_TILE_ROWS; r++) {
 			const float *v = rows + (size_t)r * K;
@@ -481,6 +502,18 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 	free(rows);
 	free(q);
 	return 0;
+}
+
+void kern_pack_int4_raw(const struct kern_pack_layout *l, enum kern_mat_id id,
+			const int8_t *q, const float *scales, uint8_t *blob)
+{
+	unsigned int N, K, nb;
+
+	mat_dims(l, id, &N, &K);
+	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++)
+		write_tiles(l, id, blob + l->tiles_off[id], N, K, nb,
+			    q + (size_t)nb * KERN_TILE_ROWS * K);
+	memcpy(blob + l->scales_off[id], scales, l->scales_bytes[id]);
 }
 
 int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
@@ -528,6 +561,9 @@ float kern_pack_get(const struct kern_pack_layout *l, enum kern_mat_id id,
 
 		return (float)(nib - 8) * scales[(size_t)(k / l->group) * N + n];
 	}
+	case KT_QUANT_FP8:
+		return kern_fp8_to_f32(*p) * kern_fp8_scale(scales, l->group, K,
+							    n, k);
 	default:
 		memcpy(&h, p, 2);
 		return kern_bf16_to_f32(h);

@@ -76,6 +76,14 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 		     uint8_t *blob);
 
 /*
+ * kern_pack_int4_raw() - pack INT4 matrix @id from values already
+ *	quantized: @q [N][K] int8 in [-8, 7] and @scales [K/G][N] f32
+ *	(w = q * scale), kept as they are.
+ */
+void kern_pack_int4_raw(const struct kern_pack_layout *l, enum kern_mat_id id,
+			const int8_t *q, const float *scales, uint8_t *blob);
+
+/*
  * kern_pack_expert() - quantize and pack gate, up and down into @blob
  *	(@l->total bytes). Sources are dense row-major of @dtype.
  * Return: 0; -EINVAL bad dtype or NULL source.
@@ -83,6 +91,11 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
 		     const void *up, const void *down, enum kt_dtype dtype,
 		     uint8_t *blob);
+
+/* Rows [n0, n0 + rows) of a source of @dtype as f32 ([rows][K] at @dst). */
+void kern_pack_load_rows(const void *src, enum kt_dtype dtype, size_t stride,
+			 unsigned int n0, unsigned int rows, unsigned int K,
+			 float *dst);
 
 /* Point @mat at matrix @id of the blob at @blob. */
 void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,

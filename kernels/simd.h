@@ -89,6 +89,25 @@ static inline size_t kern_act_row_bytes_b16(unsigned int K)
 		.down = kern_down_##quant##_##isa,			\
 	}
 
+/*
+ * FP8 on the variants without AVX-512 BF16: the AVX2 + FMA kernels
+ * (moe-fp8-avx2.c, which every such CPU runs) over the variant's own bf16
+ * activation rows (plain bf16, the same format in every variant).
+ */
+void kern_gate_up_fp8_avx2(const struct kern_gate_up_args *a);
+void kern_down_fp8_avx2(const struct kern_down_args *a);
+size_t kern_scratch_bytes_fp8_avx2(const struct kern_geom *g,
+				   unsigned int max_m);
+
+#define KERN_FP8_AVX2_OPS(sfx)						\
+	{								\
+		.act_row_bytes = kern_act_row_bytes_bf16_##sfx,		\
+		.act_prepare = kern_act_prepare_bf16_##sfx,		\
+		.scratch_bytes = kern_scratch_bytes_fp8_avx2,		\
+		.gate_up = kern_gate_up_fp8_avx2,			\
+		.down = kern_down_fp8_avx2,				\
+	}
+
 #define KERN_OPS(id, sfx)						\
 	{								\
 		.isa = id,						\
@@ -97,6 +116,7 @@ static inline size_t kern_act_row_bytes_b16(unsigned int K)
 			[KT_QUANT_INT8] = KERN_QUANT_OPS(int8, sfx),	\
 			[KT_QUANT_INT4] = KERN_QUANT_OPS(int4, sfx),	\
 			[KT_QUANT_BF16] = KERN_QUANT_OPS(bf16, sfx),	\
+			[KT_QUANT_FP8] = KERN_FP8_AVX2_OPS(sfx),	\
 		},							\
 	}
 
@@ -135,6 +155,8 @@ KERN_DECLARE_EXP(avxvnni_evex);
 #define KERN_AMX_MIN_M_INT8	4
 #define KERN_AMX_MIN_M_INT4	10
 #define KERN_AMX_MIN_M_BF16	2
+/* FP8 widens its tiles once per call and reuses them for every token */
+#define KERN_AMX_MIN_M_FP8	4
 
 /* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
 extern const struct kern_ops kern_ops_avxvnni_evex;

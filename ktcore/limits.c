@@ -199,7 +199,7 @@ KT_EXPORT int kt_ctx_measure_peak(struct kt_ctx *ctx, enum kt_quant q,
 	int ret;
 
 	if (!tops || (q != KT_QUANT_INT8 && q != KT_QUANT_INT4 &&
-		      q != KT_QUANT_BF16))
+		      q != KT_QUANT_BF16 && q != KT_QUANT_FP8))
 		return -EINVAL;
 	j.fn = kern_peak_for(kt_ctx_isa(ctx), q);
 	ret = core_ctx_exec(ctx, peak_exec_fn, &j);

@@ -25,6 +25,8 @@
 #include "loader/ktw.h"
 #include "loader/safetensors.h"
 #include "kernels/crc32c.h"
+#include "kernels/fp.h"
+#include "kernels/fp8.h"
 
 enum { STYLE_MLP, STYLE_MIXTRAL };
 
@@ -40,6 +42,10 @@ static const char *const style_block[2] = {
 struct conv_mat {
 	const struct ldr_st_tensor *w;
 	const struct ldr_st_tensor *scale_inv;	/* FP8 sources only */
+	/* compressed-tensors INT4: w is weight_packed, these its scales and
+	 * weight_shape */
+	const struct ldr_st_tensor *scale, *shape;
+	bool chan;	/* FP8: scale_inv is a per-row weight_scale */
 };
 
 struct conv {
@@ -48,6 +54,7 @@ struct conv {
 	struct ldr_ckpt *ck;
 	struct ldr_geom geom;
 	struct kern_pack_layout lay;
+	bool fp8_chan;		/* F8_E4M3 weights with per-row weight_scale */
 	char prefix[256];
 	int style;
 	uint32_t n_layers;
@@ -117,6 +124,73 @@ static int check_shape(const struct ldr_st_tensor *t, uint64_t rows,
 	return 0;
 }
 
+/*
+ * A compressed-tensors pack-quantized INT4 matrix @base ("....weight"):
+ * weight_packed I32 [n][k/8], weight_scale BF16/F16/F32 [n][k/G] and
+ * weight_shape I32/I64 [2] holding {n, k}.
+ */
+static int find_packed(struct conv *c, const char *base, uint64_t n,
+		       uint64_t k, struct conv_mat *m)
+{
+	uint64_t G = c->cfg.int4_group, dims[2];
+	const struct ldr_st_tensor *t;
+	char name[600];
+	int ret, i;
+
+	snprintf(name, sizeof(name), "%s_packed", base);
+	m->w = ldr_ckpt_find(c->ck, name);
+	if (!m->w)
+		return ldr_err(-EINVAL, "%s: missing tensor %s (or %s)",
+			       c->ck->source, base, name);
+	if (m->w->dtype != LDR_ST_I32)
+		return ldr_err(-EINVAL, "%s: tensor %s: dtype %s, expected I32 (8 nibbles each)",
+			       m->w->file->path, name, m->w->dtype_name);
+	ret = check_shape(m->w, n, k / 8);
+	if (ret)
+		return ret;
+	snprintf(name, sizeof(name), "%s_scale", base);
+	m->scale = ldr_ckpt_find(c->ck, name);
+	if (!m->scale)
+		return ldr_err(-EINVAL, "%s: missing tensor %s (the group scales of %s_packed)",
+			       c->ck->source, name, base);
+	if (m->scale->dtype != LDR_ST_BF16 && m->scale->dtype != LDR_ST_F16 &&
+	    m->scale->dtype != LDR_ST_F32)
+		return ldr_err(-EINVAL, "%s: tensor %s: unsupported dtype %s (BF16, F16 or F32)",
+			       m->scale->file->path, name,
+			       m->scale->dtype_name);
+	ret = check_shape(m->scale, n, k / G);
+	if (ret)
+		return ret;
+	snprintf(name, sizeof(name), "%s_shape", base);
+	t = m->shape = ldr_ckpt_find(c->ck, name);
+	if (!t)
+		return ldr_err(-EINVAL, "%s: missing tensor %s", c->ck->source,
+			       name);
+	if ((t->dtype != LDR_ST_I32 && t->dtype != LDR_ST_I64) ||
+	    t->ndim != 1 || t->shape[0] != 2)
+		return ldr_err(-EINVAL, "%s: tensor %s: %s of %u dims, expected two I32 or I64",
+			       t->file->path, name, t->dtype_name, t->ndim);
+	for (i = 0; i < 2; i++) {
+		if (t->dtype == LDR_ST_I32) {
+			int32_t v;
+
+			memcpy(&v, t->data + 4 * i, 4);
+			dims[i] = v < 0 ? UINT64_MAX : (uint64_t)v;
+		} else {
+			int64_t v;
+
+			memcpy(&v, t->data + 8 * i, 8);
+			dims[i] = v < 0 ? UINT64_MAX : (uint64_t)v;
+		}
+	}
+	if (dims[0] != n || dims[1] != k)
+		return ldr_err(-EINVAL, "%s: tensor %s holds [%lld, %lld], expected [%llu, %llu]",
+			       t->file->path, name, (long long)dims[0],
+			       (long long)dims[1], (unsigned long long)n,
+			       (unsigned long long)k);
+	return 0;
+}
+
 /* Look up and check the tensors of one (layer, expert, matrix). */
 static int find_mat(struct conv *c, int32_t layer, uint32_t e, int id,
 		    struct conv_mat *m)
@@ -131,6 +205,8 @@ static int find_mat(struct conv *c, int32_t layer, uint32_t e, int id,
 		 c->prefix, layer, style_block[c->style], e,
 		 style_mat[c->style][id]);
 	m->w = ldr_ckpt_find(c->ck, name);
+	if (!m->w && c->cfg.int4_group)
+		return find_packed(c, name, n, k, m);
 	if (!m->w)
 		return ldr_err(-EINVAL, "%s: missing tensor %s", c->ck->source,
 			       name);
@@ -148,6 +224,28 @@ static int find_mat(struct conv *c, int32_t layer, uint32_t e, int id,
 		return ldr_err(-EINVAL, "%s: tensor %s: unsupported dtype %s (BF16, F16, F32 or F8_E4M3)",
 			       m->w->file->path, name, m->w->dtype_name);
 	}
+	if (c->fp8_chan) {
+		/* per-channel: weight_scale [n, 1] or [n] */
+		strcat(name, "_scale");
+		m->scale_inv = ldr_ckpt_find(c->ck, name);
+		m->chan = true;
+		if (!m->scale_inv)
+			return ldr_err(-EINVAL, "%s: missing tensor %s (the per-channel scales of an F8_E4M3 weight)",
+				       c->ck->source, name);
+		if (m->scale_inv->dtype != LDR_ST_F32 &&
+		    m->scale_inv->dtype != LDR_ST_BF16)
+			return ldr_err(-EINVAL, "%s: tensor %s: unsupported dtype %s (F32 or BF16)",
+				       m->scale_inv->file->path, name,
+				       m->scale_inv->dtype_name);
+		if (m->scale_inv->ndim == 1 && m->scale_inv->shape[0] == n)
+			return 0;
+		return check_shape(m->scale_inv, n, 1);
+	}
+	if (c->lay.quant == KT_QUANT_FP8 &&
+	    (b0 != KERN_FP8_BLOCK || b1 != KERN_FP8_BLOCK))
+		return ldr_err(-EINVAL, "%s/config.json: weight_block_size [%llu, %llu]: --method fp8 keeps 128x128 block scales only",
+			       c->o->input, (unsigned long long)b0,
+			       (unsigned long long)b1);
 	strcat(name, "_scale_inv");
 	m->scale_inv = ldr_ckpt_find(c->ck, name);
 	if (!m->scale_inv)
@@ -159,6 +257,44 @@ static int find_mat(struct conv *c, int32_t layer, uint32_t e, int id,
 			       m->scale_inv->file->path, name,
 			       m->scale_inv->dtype_name);
 	return check_shape(m->scale_inv, (n + b0 - 1) / b0, (k + b1 - 1) / b1);
+}
+
+/*
+ * An F8_E4M3 checkpoint scales per 128x128 block (weight_scale_inv) or per
+ * output row (weight_scale, "FP8 per-channel"); the first expert's gate
+ * tells, and every matrix must then follow it. --method fp8 keeps the
+ * kind: its layout is switched to per-row scales here.
+ */
+static int detect_fp8_chan(struct conv *c)
+{
+	char name[512];
+	int ret;
+
+	snprintf(name, sizeof(name), "%slayers.%d.%s.experts.0.%s.weight",
+		 c->prefix, c->layer_ids[0], style_block[c->style],
+		 style_mat[c->style][KERN_MAT_GATE]);
+	{
+		const struct ldr_st_tensor *w = ldr_ckpt_find(c->ck, name);
+		size_t len = strlen(name);
+
+		if (!w || w->dtype != LDR_ST_F8_E4M3)
+			return 0;
+		snprintf(name + len, sizeof(name) - len, "_scale_inv");
+		if (ldr_ckpt_find(c->ck, name))
+			return 0;
+		snprintf(name + len, sizeof(name) - len, "_scale");
+		if (!ldr_ckpt_find(c->ck, name))
+			return 0;	/* find_mat names what is missing */
+	}
+	c->fp8_chan = true;
+	if (c->lay.quant != KT_QUANT_FP8)
+		return 0;
+	ret = ldr_geom_init(&c->geom, KT_QUANT_FP8, c->cfg.hidden,
+			    c->cfg.inter, KT_GROUP_CHANNEL);
+	if (ret)
+		return ret;
+	return kern_pack_layout(KT_QUANT_FP8, c->cfg.hidden, c->cfg.inter,
+				KT_GROUP_CHANNEL, &c->lay);
 }
 
 static int plan(struct conv *c)
@@ -191,6 +327,9 @@ static int plan(struct conv *c)
 	c->mats = calloc((size_t)n * c->cfg.n_experts * 3, sizeof(*c->mats));
 	if (!c->mats)
 		return -ENOMEM;
+	ret = detect_fp8_chan(c);
+	if (ret)
+		return ret;
 	for (l = 0; l < n; l++)
 		for (e = 0; e < c->cfg.n_experts; e++)
 			for (id = 0; id < 3; id++) {
@@ -289,6 +428,7 @@ struct conv_scratch {
 	uint8_t *blob;
 	float *f32;	/* one dequantized or realigned matrix */
 	size_t f32_len;
+	int8_t *q4;	/* INT4 sources: one matrix's values, then scales */
 };
 
 static void conv_fail(struct conv *c, int err)
@@ -301,6 +441,45 @@ static void conv_fail(struct conv *c, int err)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * Unpack a compressed-tensors INT4 matrix [N][K] into @q (q in [-8, 7]:
+ * nibble i of each little-endian int32 is column 8j + i, stored as q + 8)
+ * and @sc [K/G][N] f32 (the checkpoint's [N][K/G], transposed).
+ */
+static void unpack_int4(const struct conv_mat *m, uint32_t G, int8_t *q,
+			float *sc)
+{
+	uint64_t N = m->w->shape[0], W = m->w->shape[1], K = W * 8, n, j;
+	const struct ldr_st_tensor *st = m->scale;
+	unsigned int i;
+
+	for (n = 0; n < N; n++)
+		for (j = 0; j < W; j++) {
+			uint32_t w;
+
+			memcpy(&w, m->w->data + (n * W + j) * 4, 4);
+			for (i = 0; i < 8; i++)
+				q[n * K + j * 8 + i] =
+					(int8_t)((w >> (4 * i)) & 15) - 8;
+		}
+	for (n = 0; n < N; n++)
+		for (j = 0; j < K / G; j++) {
+			size_t e = n * (K / G) + j;
+			uint16_t h;
+			float v;
+
+			if (st->dtype == LDR_ST_F32) {
+				memcpy(&v, st->data + e * 4, 4);
+			} else {
+				memcpy(&h, st->data + e * 2, 2);
+				v = st->dtype == LDR_ST_BF16 ?
+					kern_bf16_to_f32(h) :
+					kern_f16_to_f32(h);
+			}
+			sc[j * N + n] = v;
+		}
+}
+
 static int pack_mat(struct conv *c, struct conv_scratch *s,
 		    const struct conv_mat *m, enum kern_mat_id id)
 {
@@ -309,11 +488,43 @@ static int pack_mat(struct conv *c, struct conv_scratch *s,
 	unsigned int esz = ldr_st_dtype_size(t->dtype);
 	enum kt_dtype dt;
 
+	if (m->scale) {
+		uint64_t N = t->shape[0], K = t->shape[1] * 8, i;
+		uint32_t G = c->cfg.int4_group;
+		float *sc = (float *)(s->q4 + ((N * K + 63) & ~63ull));
+
+		unpack_int4(m, G, s->q4, sc);
+		/* kt's INT4 with the same group is the same numbers */
+		if (c->lay.quant == KT_QUANT_INT4 && c->lay.group == G) {
+			kern_pack_int4_raw(&c->lay, id, s->q4, sc, s->blob);
+			return 0;
+		}
+		for (i = 0; i < N * K; i++)
+			s->f32[i] = (float)s->q4[i] * sc[(i % K) / G * N +
+							 i / K];
+		return kern_pack_matrix(&c->lay, id, s->f32, KT_DTYPE_F32, K,
+					s->blob);
+	}
+
+	if (t->dtype == LDR_ST_F8_E4M3 && c->lay.quant == KT_QUANT_FP8) {
+		/* the bytes and scales as they are: no second rounding */
+		ldr_fp8_scales_f32(m->scale_inv->data,
+				   m->scale_inv->dtype == LDR_ST_BF16,
+				   m->scale_inv->len /
+				   ldr_st_dtype_size(m->scale_inv->dtype),
+				   s->f32);
+		kern_pack_fp8_raw(&c->lay, id, t->data, t->shape[1], s->f32,
+				  s->blob);
+		return 0;
+	}
 	if (t->dtype == LDR_ST_F8_E4M3) {
+		/* per-channel: blocks of one row by the whole row */
 		ldr_fp8_dequant(t->data, (uint32_t)t->shape[0],
 				(uint32_t)t->shape[1], m->scale_inv->data,
 				m->scale_inv->dtype == LDR_ST_BF16,
-				c->cfg.fp8_block[0], c->cfg.fp8_block[1], s->f32);
+				m->chan ? 1 : c->cfg.fp8_block[0],
+				m->chan ? (uint32_t)t->shape[1] :
+				c->cfg.fp8_block[1], s->f32);
 		return kern_pack_matrix(&c->lay, id, s->f32, KT_DTYPE_F32,
 					t->shape[1], s->blob);
 	}
@@ -367,6 +578,8 @@ static int conv_one(struct conv *c, struct conv_scratch *s, uint64_t i)
 		ldr_st_tensor_done(m[id].w);
 		if (m[id].scale_inv)
 			ldr_st_tensor_done(m[id].scale_inv);
+		if (m[id].scale)
+			ldr_st_tensor_done(m[id].scale);
 	}
 	return 0;
 }
@@ -381,7 +594,10 @@ static void *conv_thread(void *arg)
 	s.f32_len = (size_t)c->cfg.hidden * c->cfg.inter;
 	s.f32 = malloc(s.f32_len * sizeof(float));
 	s.blob = ldr_io_buf_alloc(c->hdr.blob_stride);
-	if (!s.f32 || !s.blob) {
+	/* values (one byte each), then [K/G][N] f32 scales */
+	s.q4 = c->cfg.int4_group ? malloc(s.f32_len + 64 + s.f32_len /
+					  c->cfg.int4_group * 4) : NULL;
+	if (!s.f32 || !s.blob || (c->cfg.int4_group && !s.q4)) {
 		ldr_err(-ENOMEM, "out of memory for conversion buffers");
 		conv_fail(c, -ENOMEM);
 		goto out;
@@ -413,6 +629,7 @@ static void *conv_thread(void *arg)
 	}
 out:
 	free(s.f32);
+	free(s.q4);
 	free(s.blob);
 	return NULL;
 }
@@ -488,13 +705,24 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 	c.fd = -1;
 	pthread_mutex_init(&c.lock, NULL);
 	ret = ldr_geom_init(&c.geom, o->quant, 128, 128,
-			    o->quant == KT_QUANT_INT4 && !o->group_size ? 128 :
+			    (o->quant == KT_QUANT_INT4 ||
+			     o->quant == KT_QUANT_FP8) && !o->group_size ? 128 :
 			    o->group_size);
 	if (ret)
 		goto out;
 	ret = ldr_hfconfig_load(o->input, &c.cfg);
 	if (ret)
 		goto out;
+	if (c.cfg.int4_group && o->quant == KT_QUANT_INT4) {
+		/* kept as they are: the checkpoint's group */
+		if (o->group_size && o->group_size != c.cfg.int4_group) {
+			ret = ldr_err(-EINVAL, "%s/config.json: the checkpoint's INT4 has group size %u; --method int4 keeps it as it is (leave out --group-size or give %u)",
+				      o->input, c.cfg.int4_group,
+				      c.cfg.int4_group);
+			goto out;
+		}
+		c.geom.group_size = c.cfg.int4_group;
+	}
 	ret = ldr_geom_init(&c.geom, o->quant, c.cfg.hidden, c.cfg.inter,
 			    c.geom.group_size);
 	if (ret) {

@@ -56,3 +56,22 @@ void ldr_fp8_dequant(const uint8_t *q, uint32_t N, uint32_t K,
 		}
 	}
 }
+
+void ldr_fp8_scales_f32(const void *src, bool bf16, size_t n, float *out)
+{
+	const uint8_t *p = src;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (bf16) {
+			uint16_t h;
+			uint32_t u;
+
+			memcpy(&h, p + i * 2, 2);
+			u = (uint32_t)h << 16;
+			memcpy(&out[i], &u, 4);
+		} else {
+			memcpy(&out[i], p + i * 4, 4);
+		}
+	}
+}

@@ -20,4 +20,10 @@ void ldr_fp8_dequant(const uint8_t *q, uint32_t N, uint32_t K,
 		     const void *scale_inv, bool scale_bf16, uint32_t b0,
 		     uint32_t b1, float *out);
 
+/*
+ * The @n scales at @src (f32 or, @bf16, bf16; may be unaligned) as f32
+ * into @out.
+ */
+void ldr_fp8_scales_f32(const void *src, bool bf16, size_t n, float *out);
+
 #endif /* KT_LOADER_FP8_H */

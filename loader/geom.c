@@ -17,9 +17,13 @@ int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
 	int i;
 
 	if (quant != KT_QUANT_INT8 && quant != KT_QUANT_INT4 &&
-	    quant != KT_QUANT_BF16)
+	    quant != KT_QUANT_BF16 && quant != KT_QUANT_FP8)
 		return ldr_err(-EINVAL, "unknown quantization %d", quant);
-	if (quant != KT_QUANT_INT4 && group_size)
+	if (quant == KT_QUANT_FP8 && group_size != 128 &&
+	    group_size != KT_GROUP_CHANNEL)
+		return ldr_err(-EINVAL, "FP8 scale group %u is neither 128 (128x128 blocks) nor %u (per row)",
+			       group_size, KT_GROUP_CHANNEL);
+	if (quant != KT_QUANT_INT4 && quant != KT_QUANT_FP8 && group_size)
 		return ldr_err(-EINVAL, "group size %u given for %s", group_size,
 			       kt_quant_name((enum kt_quant)quant));
 	if (quant == KT_QUANT_INT4 && group_size != 32 && group_size != 64 &&
@@ -34,7 +38,8 @@ int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
 	g->quant = quant;
 	g->hidden = hidden;
 	g->inter = inter;
-	g->group_size = quant == KT_QUANT_INT4 ? group_size : 0;
+	g->group_size = quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8 ?
+			group_size : 0;
 	g->down_chunk = l.kc;
 	g->expert_bytes = l.total;
 	for (i = 0; i < 3; i++) {

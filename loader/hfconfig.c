@@ -69,6 +69,62 @@ bad:
 		       path, KTW_MAX_DIM);
 }
 
+static const char *str_of(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "";
+}
+
+/*
+ * compressed-tensors "pack-quantized" INT4 (as Kimi-K2-Thinking ships):
+ * every config group's weights must be symmetric 4-bit integers in groups
+ * of 32, 64 or 128 along K, the INT4 layouts kt keeps as they are.
+ * @group: that group size; 0 when the checkpoint is not compressed-tensors.
+ */
+static int get_ct_int4(const char *path, json_t *root, json_t *o,
+		       uint32_t *group)
+{
+	json_t *q = json_object_get(o, "quantization_config"), *groups, *g;
+	const char *key;
+
+	*group = 0;
+	if (!q)
+		q = json_object_get(root, "quantization_config");
+	if (strcmp(str_of(q, "quant_method"), "compressed-tensors"))
+		return 0;
+	if (strcmp(str_of(q, "format"), "pack-quantized"))
+		return ldr_err(-EINVAL, "%s: quantization_config.format \"%s\": of compressed-tensors checkpoints kt reads pack-quantized only",
+			       path, str_of(q, "format"));
+	groups = json_object_get(q, "config_groups");
+	if (!json_is_object(groups) || !json_object_size(groups))
+		return ldr_err(-EINVAL, "%s: quantization_config.config_groups is missing or empty",
+			       path);
+	json_object_foreach(groups, key, g) {
+		json_t *w = json_object_get(g, "weights");
+		json_t *nb = json_object_get(w, "num_bits");
+		json_t *gs = json_object_get(w, "group_size");
+		json_int_t v;
+
+		if (!json_is_object(w) || !json_is_integer(nb) ||
+		    json_integer_value(nb) != 4 ||
+		    strcmp(str_of(w, "type"), "int") ||
+		    !json_is_true(json_object_get(w, "symmetric")) ||
+		    strcmp(str_of(w, "strategy"), "group"))
+			return ldr_err(-EINVAL, "%s: quantization_config.config_groups.%s.weights: kt reads symmetric 4-bit integer weights with group strategy only",
+				       path, key);
+		v = json_is_integer(gs) ? json_integer_value(gs) : 0;
+		if (v != 32 && v != 64 && v != 128)
+			return ldr_err(-EINVAL, "%s: quantization_config.config_groups.%s.weights.group_size must be 32, 64 or 128",
+				       path, key);
+		if (*group && *group != (uint32_t)v)
+			return ldr_err(-EINVAL, "%s: quantization_config.config_groups disagree on group_size (%u and %u)",
+				       path, *group, (unsigned int)v);
+		*group = (uint32_t)v;
+	}
+	return 0;
+}
+
 /* Takes @root's reference. */
 static int parse_root(const char *path, json_t *root, struct ldr_hfconfig *cfg)
 {
@@ -145,6 +201,9 @@ static int parse_root(const char *path, json_t *root, struct ldr_hfconfig *cfg)
 	if (!freq)
 		freq = 1;
 	ret = get_fp8_block(path, root, o, cfg->fp8_block);
+	if (ret)
+		goto out;
+	ret = get_ct_int4(path, root, o, &cfg->int4_group);
 	if (ret)
 		goto out;
 	cfg->is_moe = calloc(cfg->n_layers, sizeof(*cfg->is_moe));

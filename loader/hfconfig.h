@@ -18,6 +18,8 @@ struct ldr_hfconfig {
 	uint32_t top_k;		/* 0 when not given */
 	uint32_t n_layers;	/* num_hidden_layers */
 	uint32_t fp8_block[2];	/* weight_block_size, [128, 128] default */
+	/* compressed-tensors pack-quantized symmetric INT4: its group; else 0 */
+	uint32_t int4_group;
 	bool *is_moe;		/* [n_layers] */
 };
 

@@ -11,7 +11,7 @@
 
 #define KTW_MAGIC		"KTWMOE\r\n"	/* CR LF catch text-mode copies */
 #define KTW_VERSION_MAJOR	2
-#define KTW_VERSION_MINOR	0
+#define KTW_VERSION_MINOR	1	/* 2.1: quant 4, FP8 */
 #define KTW_ALIGN		4096u	/* every region and blob starts here */
 #define KTW_HEADER_BYTES	4096u	/* the header region, padded */
 #define KTW_MAX_LAYERS		4096u
@@ -44,7 +44,7 @@ struct ktw_header {
 	uint32_t inter;			/* I */
 	uint32_t n_experts;		/* E, routed experts per MoE layer */
 	uint32_t n_layers;		/* MoE layers in the file */
-	uint32_t group_size;		/* INT4 group along K; 0 otherwise */
+	uint32_t group_size;		/* INT4 group along K; FP8 128; else 0 */
 	uint32_t down_chunk;		/* KC of the packed down matrix */
 	uint32_t top_k;			/* from config.json; informational */
 	uint32_t reserved0;

@@ -64,7 +64,8 @@ KT_EXPORT int kt_ktw_write_synth(const struct kt_ktw_synth *o)
 	if (!o || o->sz < offsetof(struct kt_ktw_synth, reserved) || !o->path)
 		return ldr_err(-EINVAL, "kt_ktw_write_synth: options and path are required");
 	ret = ldr_geom_init(&g, o->quant, o->hidden, o->inter,
-			    o->quant == KT_QUANT_INT4 && !o->group_size ? 128 :
+			    (o->quant == KT_QUANT_INT4 ||
+			     o->quant == KT_QUANT_FP8) && !o->group_size ? 128 :
 			    o->group_size);
 	if (ret)
 		return ret;

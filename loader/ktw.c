@@ -288,8 +288,8 @@ int ldr_ktw_open(const char *path, int extra_flags, struct ldr_ktw **out)
 				   &k->geom);
 	if (ret)
 		goto err_msg;
-	/* the unused tail of a 1.0 header is zero; anything else is damage */
-	if (k->hdr.version_minor == KTW_VERSION_MINOR &&
+	/* the unused tail of a 2.0/2.1 header is zero; else it is damage */
+	if (k->hdr.version_minor <= KTW_VERSION_MINOR &&
 	    memcmp(buf + k->hdr.header_size, zero_tail,
 		   KTW_HEADER_BYTES - k->hdr.header_size)) {
 		ret = ldr_err(-EINVAL, "nonzero bytes after the header");

@@ -229,6 +229,7 @@ int main(int argc, char **argv)
 		case 'q':
 			q = !strcmp(optarg, "int4") ? KT_QUANT_INT4 :
 			    !strcmp(optarg, "bf16") ? KT_QUANT_BF16 :
+			    !strcmp(optarg, "fp8") ? KT_QUANT_FP8 :
 			    KT_QUANT_INT8;
 			break;
 		case 'T': T = (unsigned int)atoi(optarg); break;

@@ -35,6 +35,9 @@ uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
 		return 3 * nk / 2 + 4 * 3 * nk / g;
 	case KT_QUANT_BF16:
 		return 3 * 2 * nk;
+	case KT_QUANT_FP8:
+		/* one byte per weight; one f32 per 128x128 block */
+		return 3 * nk + 4 * 3 * nk / (128 * 128);
 	}
 	return 0;
 }

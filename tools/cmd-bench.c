@@ -45,7 +45,7 @@ static void usage(FILE *f)
 "      --inter I         expert intermediate size, a multiple of 128\n"
 "      --experts E       routed experts per layer\n"
 "      --topk K          experts per token (1..16)\n"
-"  -m, --method LIST     int8, int4, bf16, comma separated (default int8)\n"
+"  -m, --method LIST     int8, int4, bf16, fp8, comma separated (default int8)\n"
 "  -g, --group-size G    INT4 group along K: 32, 64, 128 (default 128)\n"
 "      --src DTYPE       synthetic weights handed to kt: bf16 or f32 (bf16)\n"
 "run:\n"
@@ -401,6 +401,7 @@ static int make_model(struct kt_ctx *ctx, const struct bench_cfg *c,
 	d.src_dtype = c->src_dtype;
 	d.quant = q;
 	d.group_size = q == KT_QUANT_INT4 ? c->group_size : 0;
+	/* FP8: 0 is its 128x128 scale blocks */
 	d.get_expert = synth_get_expert;
 	d.arg = s;
 	ret = kt_model_create(ctx, &d, m);

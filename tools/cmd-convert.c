@@ -143,8 +143,10 @@ static int cmd_convert(int argc, char **argv)
 		o.quant = KT_QUANT_INT4;
 	else if (!strcmp(method, "bf16"))
 		o.quant = KT_QUANT_BF16;
+	else if (!strcmp(method, "fp8"))
+		o.quant = KT_QUANT_FP8;
 	else {
-		fprintf(stderr, "kt convert: unknown --method '%s' (int8, int4 or bf16)\n",
+		fprintf(stderr, "kt convert: unknown --method '%s' (int8, int4, bf16 or fp8)\n",
 			method);
 		return 2;
 	}

@@ -160,7 +160,7 @@ int opt_isa(const char *s, enum kt_isa *out)
 }
 
 /**
- * opt_quant() - parse "int8", "int4" or "bf16".
+ * opt_quant() - parse "int8", "int4", "bf16" or "fp8".
  * @s: text.
  * @out: the quantization.
  * Return: 0; -EINVAL when unknown.
@@ -168,7 +168,7 @@ int opt_isa(const char *s, enum kt_isa *out)
 int opt_quant(const char *s, enum kt_quant *out)
 {
 	static const enum kt_quant all[] = {
-		KT_QUANT_INT8, KT_QUANT_INT4, KT_QUANT_BF16,
+		KT_QUANT_INT8, KT_QUANT_INT4, KT_QUANT_BF16, KT_QUANT_FP8,
 	};
 	size_t i;
 

@@ -46,7 +46,15 @@ enum kt_quant {
 	KT_QUANT_INT8 = 1,	/* symmetric per output row, f32 scales */
 	KT_QUANT_INT4 = 2,	/* symmetric per group along K, f32 scales */
 	KT_QUANT_BF16 = 3,
+	/* E4M3 (fn) bytes with f32 scales per 128x128 block or per row */
+	KT_QUANT_FP8 = 4,
 };
+
+/*
+ * group_size of KT_QUANT_FP8 with one scale per output row (per-channel
+ * FP8 checkpoints, weight_scale) instead of 128x128 blocks.
+ */
+#define KT_GROUP_CHANNEL	0xffffffffu
 
 /* Kernel variants; KT_ISA_AUTO picks the best the CPU runs. */
 enum kt_isa {
@@ -264,7 +272,7 @@ int kt_sysinfo_get(struct kt_sysinfo *si);
 const char *kt_isa_name(enum kt_isa isa);
 
 /**
- * kt_quant_name() - "int8", "int4" or "bf16".
+ * kt_quant_name() - "int8", "int4", "bf16" or "fp8".
  * @q: quantization.
  * Return: a static string; "?" for an unknown value.
  */
@@ -332,7 +340,8 @@ typedef int (*kt_expert_fn)(void *arg, uint32_t layer, uint32_t expert,
  * @layer_ids: checkpoint layer number of each MoE layer (NULL: 0..n-1).
  * @src_dtype: KT_DTYPE_F32, _BF16 or _F16.
  * @quant: packed format to build.
- * @group_size: INT4 group along K: 32, 64 or 128 (0: 128).
+ * @group_size: INT4 group along K: 32, 64 or 128 (0: 128); FP8: the edge
+ *	of its square scale blocks, 128 (0: 128), or KT_GROUP_CHANNEL.
  * @get_expert: source of the weights, called once per (layer, expert).
  * @arg: passed to @get_expert.
  * @expert_mask: optional bitmap of E bits; a set bit means the expert

@@ -40,8 +40,12 @@ typedef void (*kt_progress_fn)(void *arg, uint64_t done, uint64_t total);
  * @input: Hugging Face checkpoint folder (config.json, *.safetensors and,
  *	   when sharded, model.safetensors.index.json).
  * @output: the .ktw file to write; replaced atomically when it exists.
- * @quant: KT_QUANT_INT8, _INT4 or _BF16 (enum kt_quant).
- * @group_size: INT4 group along K: 32, 64 or 128 (0: 128).
+ * @quant: KT_QUANT_INT8, _INT4, _BF16 or _FP8 (enum kt_quant). FP8 keeps
+ *	an F8_E4M3 checkpoint's bytes and 128x128 block scales as they are
+ *	(BF16/F16/F32 sources are quantized to E4M3 per 128x128 block).
+ * @group_size: INT4 group along K: 32, 64 or 128 (0: 128); FP8: 128 (0: 128)
+ *	or KT_GROUP_CHANNEL; an FP8 checkpoint's own scales decide (per-channel
+ *	weight_scale or 128x128 weight_scale_inv) when it is kept as it is.
  * @layer_first: first checkpoint layer number to convert (with @layer_last;
  *		 both 0 and @layer_last < 0 mean "all MoE layers").
  * @layer_last: last checkpoint layer number, inclusive; -1: no limit.
@@ -94,7 +98,8 @@ int kt_convert(const struct kt_convert_opts *opts);
  * @inter: I, per expert.
  * @n_experts: routed experts per layer.
  * @n_layers: MoE layers.
- * @group_size: INT4 group (0 for other quantizations).
+ * @group_size: INT4 group; FP8 the edge of its square scale blocks (128)
+ *	or KT_GROUP_CHANNEL; 0 for other quantizations.
  * @top_k: experts per token from the checkpoint's config (0: unknown).
  * @expert_bytes: packed bytes of one expert.
  * @file_size: bytes of the file.

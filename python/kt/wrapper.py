@@ -13,17 +13,16 @@ from . import _tensors as X
 
 # KT-Kernel's method names -> kt quantization; they run on whatever ISA the
 # CPU has (kt picks AMX, AVX-512, AVX-VNNI or AVX2 at run time).
+# FP8, FP8_PERCHANNEL and RAWINT4 read the .ktw that `kt convert --method
+# fp8` / `--method int4` makes of such a checkpoint: the file keeps the
+# checkpoint's values and says which scales it has.
 METHODS = {"AMXINT8": L.QUANT_INT8, "AMXINT4": L.QUANT_INT4,
            "BF16": L.QUANT_BF16, "AMXBF16": L.QUANT_BF16,
-           "INT8": L.QUANT_INT8, "INT4": L.QUANT_INT4}
+           "INT8": L.QUANT_INT8, "INT4": L.QUANT_INT4,
+           "FP8": L.QUANT_FP8, "FP8_PERCHANNEL": L.QUANT_FP8,
+           "RAWINT4": L.QUANT_INT4}
 MISSING = {
-    "RAWINT4": "loading pre-quantized INT4 K-group weights (compressed-"
-               "tensors/AWQ); convert the checkpoint with `kt convert "
-               "--method int4` instead",
     "LLAMAFILE": "GGUF weights and llamafile kernels",
-    "FP8": "FP8 kernels (kt convert dequantizes FP8 checkpoints to "
-           "int8/int4/bf16)",
-    "FP8_PERCHANNEL": "FP8 kernels",
     "MOE_INT4": "KT-Kernel's portable MOE_INT4 layout (use AMXINT4: kt "
                 "runs it on any ISA)",
     "MOE_INT8": "KT-Kernel's portable MOE_INT8 layout (use AMXINT8: kt "

@@ -19,7 +19,7 @@ static void act_deq(enum kt_quant q, const float *x, unsigned int K,
 	unsigned int k;
 	float amax = 0, inv;
 
-	if (q == KT_QUANT_BF16) {
+	if (q == KT_QUANT_BF16 || q == KT_QUANT_FP8) {
 		for (k = 0; k < K; k++)
 			out[k] = kern_bf16_to_f32(kern_f32_to_bf16(x[k]));
 		return;
@@ -294,17 +294,20 @@ static void check_down(struct kt_test_meta *_metadata,
 
 static double quant_tol(enum kt_quant q)
 {
-	return q == KT_QUANT_INT8 ? 0.04 : q == KT_QUANT_INT4 ? 0.25 : 0.005;
+	/* FP8: E4M3 keeps 3 mantissa bits, ~3.6% rms per weight */
+	return q == KT_QUANT_INT8 ? 0.04 : q == KT_QUANT_INT4 ? 0.25 :
+	       q == KT_QUANT_FP8 ? 0.06 : 0.005;
 }
 
 static const enum kt_quant all_q[] = { KT_QUANT_INT8, KT_QUANT_INT4,
-				       KT_QUANT_BF16 };
+				       KT_QUANT_BF16, KT_QUANT_FP8 };
+#define N_Q	(sizeof(all_q) / sizeof(all_q[0]))
 
 TEST(scalar_gate_up)
 {
 	const struct kern_ops *ops = kern_ops_get(KT_ISA_SCALAR);
 
-	for (unsigned int qi = 0; qi < 3; qi++) {
+	for (unsigned int qi = 0; qi < N_Q; qi++) {
 		enum kt_quant q = all_q[qi];
 
 		check_gate_up(_metadata, ops, q, 256, 384, 0, 1, 0, 384,
@@ -316,13 +319,16 @@ TEST(scalar_gate_up)
 		      quant_tol(KT_QUANT_INT4));
 	check_gate_up(_metadata, ops, KT_QUANT_INT4, 256, 128, 64, 2, 0, 64,
 		      quant_tol(KT_QUANT_INT4));
+	/* FP8 with one scale per row */
+	check_gate_up(_metadata, ops, KT_QUANT_FP8, 384, 256,
+		      KT_GROUP_CHANNEL, 3, 16, 256, quant_tol(KT_QUANT_FP8));
 }
 
 TEST(scalar_down)
 {
 	const struct kern_ops *ops = kern_ops_get(KT_ISA_SCALAR);
 
-	for (unsigned int qi = 0; qi < 3; qi++) {
+	for (unsigned int qi = 0; qi < N_Q; qi++) {
 		enum kt_quant q = all_q[qi];
 
 		/* I = 768: six chunks of KC; two middle chunks alone */
@@ -338,6 +344,8 @@ TEST(scalar_down)
 		   512, quant_tol(KT_QUANT_INT4));
 	check_down(_metadata, ops, KT_QUANT_INT4, 128, 256, 64, 2, 0, 128, 0,
 		   256, quant_tol(KT_QUANT_INT4));
+	check_down(_metadata, ops, KT_QUANT_FP8, 256, 384, KT_GROUP_CHANNEL, 2,
+		   32, 160, 128, 384, quant_tol(KT_QUANT_FP8));
 }
 
 TEST(silu)
@@ -359,6 +367,7 @@ TEST(ops_table)
 	ASSERT_TRUE(kern_quant_ops_get(ops, KT_QUANT_INT8) != NULL);
 	ASSERT_TRUE(kern_quant_ops_get(ops, KT_QUANT_INT4) != NULL);
 	ASSERT_TRUE(kern_quant_ops_get(ops, KT_QUANT_BF16) != NULL);
+	ASSERT_TRUE(kern_quant_ops_get(ops, KT_QUANT_FP8) != NULL);
 	ASSERT_TRUE(kern_quant_ops_get(ops, (enum kt_quant)0) == NULL);
 	ASSERT_TRUE(kern_ops_get(KT_ISA_AUTO) == NULL);
 	ASSERT_TRUE(kern_ops_get(KT_ISA_COUNT) == NULL);

@@ -166,11 +166,19 @@ static inline int tck_write_st(const char *path, struct tck_list *l,
 	len += (size_t)snprintf(h + len, cap - len,
 				"{\"__metadata__\":{\"format\":\"pt\"}");
 	for (i = first; i < l->n; i += step) {
+		char shape[64];
+
+		/* a second dimension of 0 writes a 1-D tensor */
+		if (l->t[i].shape[1])
+			snprintf(shape, sizeof(shape), "%llu,%llu",
+				 (unsigned long long)l->t[i].shape[0],
+				 (unsigned long long)l->t[i].shape[1]);
+		else
+			snprintf(shape, sizeof(shape), "%llu",
+				 (unsigned long long)l->t[i].shape[0]);
 		len += (size_t)snprintf(h + len, cap - len,
-			",\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu,%llu],\"data_offsets\":[%llu,%llu]}",
-			l->t[i].name, l->t[i].dtype,
-			(unsigned long long)l->t[i].shape[0],
-			(unsigned long long)l->t[i].shape[1],
+			",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}",
+			l->t[i].name, l->t[i].dtype, shape,
 			(unsigned long long)off,
 			(unsigned long long)(off + l->t[i].bytes));
 		off += l->t[i].bytes;

@@ -70,8 +70,8 @@ def t_ctor_errors():
     expect_raises(ValueError, ["num_gpu_experts"], mk, num_gpu_experts=E + 1)
     expect_raises(NotImplementedError, ["LLAMAFILE", "GGUF"], mk,
                   method="LLAMAFILE")
-    expect_raises(NotImplementedError, ["RAWINT4"], mk, method="RAWINT4")
-    expect_raises(NotImplementedError, ["FP8"], mk, method="FP8")
+    expect_raises(NotImplementedError, ["MOE_INT4"], mk, method="MOE_INT4")
+    assert mk(method="FP8").quant == 4
     expect_raises(NotImplementedError, ["NOPE", "AMXINT8"], mk, method="NOPE")
     expect_raises(NotImplementedError, ["max_deferred_experts_per_token"],
                   mk, max_deferred_experts_per_token=2)

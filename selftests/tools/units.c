@@ -72,7 +72,9 @@ TEST(option_values_are_strict)
 	EXPECT_EQ(opt_isa("avx9", &isa), -EINVAL);
 	ASSERT_EQ(opt_quant("int4", &q), 0);
 	EXPECT_EQ(q, KT_QUANT_INT4);
-	EXPECT_EQ(opt_quant("fp8", &q), -EINVAL);
+	ASSERT_EQ(opt_quant("fp8", &q), 0);
+	EXPECT_EQ(q, KT_QUANT_FP8);
+	EXPECT_EQ(opt_quant("fp4", &q), -EINVAL);
 }
 
 TEST(json_writer_output_parses_back)

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+/*
+ * moe-fp8-avx2.c - FP8 (E4M3) experts on AVX2 + FMA: each half line of a
+ * tile (16 rows x a k pair) is widened to f32 exactly, per 8 rows and k
+ * parity, and multiplied with the bf16 activations widened the same way;
+ * each 128-column scale block's sums are scaled in f32. The variants
+ * without AVX-512 BF16 run FP8 here (or on the scalar oracle).
+ */
+#include <immintrin.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define VEC_BITS	256
+#define VEC_ISA		avx2
+#include "kernels/fp8.h"
+#include "kernels/simd.h"
+#include "kernels/vec.h"
+
+/* Tokens per register block: 4 tokens x 2 row halves of accumulators. */
+#define MR		4
+#define PF_DIST		(4 * 1024)
+#define NROW		KERN_TILE_ROWS
+#define HALF		(KERN_TILE_ROW_BYTES / 2)	/* one k pair */
+#define NHALF		(KERN_TILE_BYTES / HALF)
+#define BT		(KERN_FP8_BLOCK / KERN_TILE_K_FP8)
+#define DOWN_NSUB	1024
+
+/*
+ * The byte in bits 0-7 of each lane (higher bits ignored) to its E4M3
+ * value in f32, exactly: a normal is the f32 with exponent e + 120 and
+ * mantissa m << 20; a subnormal is m * 2^-9, made by a conversion, not by
+ * a multiply of a denormal (which DAZ would zero). The NaN encodings read
+ * as +-480, as on AVX-512.
+ */
+AI __m256 fp8_f32(__m256i b)
+{
+	__m256i mag = _mm256_and_si256(_mm256_slli_epi32(b, 20),
+				       _mm256_set1_epi32(0x07f00000));
+	__m256i nrm = _mm256_add_epi32(mag, _mm256_set1_epi32(120 << 23));
+	__m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b,
+				   _mm256_set1_epi32(7))),
+				   _mm256_set1_ps(0x1p-9f));
+	__m256i is_sub = _mm256_cmpeq_epi32(_mm256_and_si256(b,
+				_mm256_set1_epi32(0x78)), _mm256_setzero_si256());
+	__m256 r = _mm256_blendv_ps(_mm256_castsi256_ps(nrm), sub,
+				    _mm256_castsi256_ps(is_sub));
+	__m256i sign = _mm256_and_si256(_mm256_slli_epi32(b, 24),
+					_mm256_set1_epi32((int)0x80000000u));
+
+	return _mm256_or_ps(r, _mm256_castsi256_ps(sign));
+}
+
+/*
+ * Rows 8 * @hi .. + 7 of half line @p: the even-k and odd-k weights. Each
+ * row's two bytes are one 16-bit unit, widened to a lane.
+ */
+AI void fp8_rows(const uint8_t *p, int hi, __m256 *we, __m256 *wo)
+{
+	__m256i d = _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(p +
+							 16 * hi)));
+
+	*we = fp8_f32(d);
+	*wo = fp8_f32(_mm256_srli_epi32(d, 8));
+}
+
+/*
+ * One scale block (BT adjacent tiles, 16 rows x 128 columns) of one
+ * matrix for M tokens whose bf16 activations of these columns are at x[m]:
+ * the f32 dots, fresh, rows 0-7 in o[m][0], rows 8-15 in o[m][1].
+ */
+AI void mk_fp8(const uint8_t *w, const uint8_t *const *x, const int M,
+	       __m256 o[][2])
+{
+	__m256 acc[MR][2];
+	int m, h, s;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+	for (h = 0; h < BT * NHALF; h++) {
+		if (!(h & 1))
+			_mm_prefetch((const char *)w + PF_DIST + h * HALF,
+				     _MM_HINT_T0);
+#pragma GCC unroll 2
+		for (s = 0; s < 2; s++) {
+			__m256 we, wo;
+
+			fp8_rows(w + h * HALF, s, &we, &wo);
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++) {
+				/* k pair h: the even bf16 is the low half */
+				__m256i xb = _mm256_set1_epi32(ld32(x[m] +
+								    4 * h));
+				__m256 xe = _mm256_castsi256_ps(
+					_mm256_slli_epi32(xb, 16));
+				__m256 xo = _mm256_castsi256_ps(
+					_mm256_and_si256(xb,
+					_mm256_set1_epi32((int)0xffff0000u)));
+
+				acc[m][s] = _mm256_fmadd_ps(xe, we, acc[m][s]);
+				acc[m][s] = _mm256_fmadd_ps(xo, wo, acc[m][s]);
+			}
+		}
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		o[m][0] = acc[m][0];
+		o[m][1] = acc[m][1];
+	}
+}
+
+/* The scales of rows 8 * s .. + 7: the row's own, or the block's. */
+AI __m256 scale8(const float *sp, bool chan, unsigned int kb, int s)
+{
+	return chan ? _mm256_loadu_ps(sp + 8 * s) : _mm256_set1_ps(sp[kb]);
+}
+
+/* ---- gate + up ------------------------------------------------------------ */
+
+AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
+		 unsigned int i0, const int M)
+{
+	const unsigned int nkb = a->K / KERN_FP8_BLOCK;
+	const bool chan = a->group == KERN_FP8_CHANNEL;
+	const float *sg = a->gate->scales + kern_fp8_scale_idx(a->group, a->K,
+							       nb * NROW, 0);
+	const float *su = a->up->scales + (sg - a->gate->scales);
+	const uint8_t *x[MR], *xk[MR];
+	__m256 g[MR][2], u[MR][2], d[MR][2];
+	unsigned int kb;
+	int m, s;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		x[m] = a->act + a->act_rows[i0 + m] * a->act_stride;
+		g[m][0] = g[m][1] = u[m][0] = u[m][1] = _mm256_setzero_ps();
+	}
+	for (kb = 0; kb < nkb; kb++) {
+		size_t off = kern_tile_off(kern_tile_rbm(a->K, KERN_TILE_K_FP8,
+							 nb, kb * BT));
+
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			xk[m] = x[m] + (size_t)kb * KERN_FP8_BLOCK * 2;
+		mk_fp8(a->gate->tiles + off, xk, M, d);
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			for (s = 0; s < 2; s++)
+				g[m][s] = _mm256_fmadd_ps(d[m][s],
+					scale8(sg, chan, kb, s), g[m][s]);
+		mk_fp8(a->up->tiles + off, xk, M, d);
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			for (s = 0; s < 2; s++)
+				u[m][s] = _mm256_fmadd_ps(d[m][s],
+					scale8(su, chan, kb, s), u[m][s]);
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		for (s = 0; s < 2; s++)
+			_mm256_storeu_ps(a->out + (i0 + m) * a->out_stride +
+					 nb * NROW - a->n0 + 8 * s,
+					 vf_silu_mul(g[m][s], u[m][s]));
+}
+
+#define DISPATCH_M(fn, mr, ...)						\
+	do {								\
+		switch (mr) {						\
+		case 1: fn(__VA_ARGS__, 1); break;			\
+		case 2: fn(__VA_ARGS__, 2); break;			\
+		case 3: fn(__VA_ARGS__, 3); break;			\
+		default: fn(__VA_ARGS__, 4); break;			\
+		}							\
+	} while (0)
+
+void kern_gate_up_fp8_avx2(const struct kern_gate_up_args *a)
+{
+	unsigned int nb, i0, mr;
+
+	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++)
+		for (i0 = 0; i0 < a->m; i0 += mr) {
+			mr = a->m - i0 < MR ? a->m - i0 : MR;
+			DISPATCH_M(gu_block, mr, a, nb, i0);
+		}
+}
+
+/* ---- down: chunks outer, output blocks inner, sums in scratch ----------- */
+
+AI void down_block(const struct kern_down_args *a, unsigned int i0,
+		   unsigned int ns0, unsigned int ns1, float *part,
+		   const int M)
+{
+	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
+	const unsigned int nsub = ns1 - ns0;
+	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
+	const bool chan = a->group == KERN_FP8_CHANNEL;
+	unsigned int c, nb, n;
+	int m, s;
+
+	memset(part, 0, sizeof(float) * MR * nsub);
+	for (c = c0; c < c1; c++) {
+		const uint8_t *x[MR];
+
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			x[m] = a->act + (i0 + m) * a->act_stride +
+			       (c - c0) * crow;
+		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
+			const uint8_t *tw = a->down->tiles + kern_tile_off(
+				kern_tile_kcm(a->N, a->kc, KERN_TILE_K_FP8, nb,
+					      c * BT));
+			const float *sp = a->down->scales + kern_fp8_scale_idx(
+				a->group, a->K, nb * NROW, c * a->kc);
+			float *pp = part + (nb * NROW - ns0);
+			__m256 r[MR][2];
+
+			mk_fp8(tw, x, M, r);
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++)
+				for (s = 0; s < 2; s++)
+					_mm256_storeu_ps(pp + m * nsub + 8 * s,
+						_mm256_fmadd_ps(r[m][s],
+						scale8(sp, chan, 0, s),
+						_mm256_loadu_ps(pp + m * nsub +
+								8 * s)));
+		}
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		float *y = a->y + a->y_rows[i0 + m] * a->y_stride;
+		__m256 w = _mm256_set1_ps(a->w[i0 + m]);
+
+		for (n = ns0; n < ns1; n += 8)
+			_mm256_storeu_ps(y + n, _mm256_fmadd_ps(w,
+				_mm256_loadu_ps(part + m * nsub + n - ns0),
+				_mm256_loadu_ps(y + n)));
+	}
+}
+
+void kern_down_fp8_avx2(const struct kern_down_args *a)
+{
+	float *part = a->scratch;
+	unsigned int i0, mr, ns0, ns1;
+
+	for (ns0 = a->n0; ns0 < a->n1; ns0 = ns1) {
+		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
+		for (i0 = 0; i0 < a->m; i0 += mr) {
+			mr = a->m - i0 < MR ? a->m - i0 : MR;
+			DISPATCH_M(down_block, mr, a, i0, ns0, ns1, part);
+		}
+	}
+}
+
+size_t kern_scratch_bytes_fp8_avx2(const struct kern_geom *g,
+				   unsigned int max_m)
+{
+	return sizeof(float) * MR * DOWN_NSUB;
+}
