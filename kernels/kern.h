@@ -20,7 +20,7 @@ struct kern_mat {
 #define KERN_MAX_M	256
 
 /* Slots of struct kern_ops.q, indexed by enum kt_quant. */
-#define KERN_QUANT_SLOTS	4
+#define KERN_QUANT_SLOTS	10
 
 /*
  * Geometry the kernels and their scratch depend on.

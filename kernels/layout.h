@@ -23,6 +23,8 @@
 #define KERN_TILE_K_INT8	64	/* 16 x 64 int8 */
 #define KERN_TILE_K_BF16	32	/* 16 x 32 bf16 */
 #define KERN_TILE_K_INT4	128	/* 16 x 128 nibbles: k and k + 64 share a byte */
+/* Q8_0 (GGUF): one scale per this many weights along K */
+#define KERN_Q8_0_GROUP		32
 /* INT4: the high nibble of the byte of k holds k + KERN_INT4_HI_K. */
 #define KERN_INT4_HI_K		(KERN_TILE_K_INT4 / 2)
 
@@ -40,6 +42,7 @@ static inline unsigned int kern_tile_k(enum kt_quant q)
 {
 	switch (q) {
 	case KT_QUANT_INT8:
+	case KT_QUANT_Q8_0:	/* the INT8 tiles; scales per group of 32 */
 		return KERN_TILE_K_INT8;
 	case KT_QUANT_BF16:
 		return KERN_TILE_K_BF16;

@@ -359,6 +359,8 @@ void kern_down_bf16_scalar(const struct kern_down_args *a)
 	}
 }
 
+#include "kernels/q8_0.h"
+
 const struct kern_ops kern_ops_scalar = {
 	.isa = KT_ISA_SCALAR,
 	.name = "scalar",
@@ -384,5 +386,6 @@ const struct kern_ops kern_ops_scalar = {
 			.gate_up = kern_gate_up_bf16_scalar,
 			.down = kern_down_bf16_scalar,
 		},
+		[KT_QUANT_Q8_0] = KERN_Q8_0_OPS(scalar),
 	},
 };

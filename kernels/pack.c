@@ -63,6 +63,17 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 		sgu = (size_t)(hidden / group) * inter * 4;
 		sdn = (size_t)(inter / group) * hidden * 4;
 		break;
+	case KT_QUANT_Q8_0:
+		if (group && group != KERN_Q8_0_GROUP) {
+			l->err = "Q8_0 group size must be 32";
+			return -EINVAL;
+		}
+		l->group = KERN_Q8_0_GROUP;
+		l->kt = KERN_TILE_K_INT8;
+		tb = nk;
+		sgu = (size_t)(hidden / KERN_Q8_0_GROUP) * inter * 4;
+		sdn = (size_t)(inter / KERN_Q8_0_GROUP) * hidden * 4;
+		break;
 	default:
 		l->err = "unknown quantization";
 		return -EINVAL;
@@ -378,6 +389,22 @@ static float quant_int4(const float *v, unsigned int len, int8_t *q)
 	return scale;
 }
 
+/*
+ * Q8_0 of one group of 32 as ggml's reference quantizer defines it:
+ * d = max|v| / 127 stored as f16, q = round(v / d) with the f32 d (halves
+ * away from zero). Returns the f16 scale as f32.
+ */
+static float quant_q8_0(const float *v, int8_t *q)
+{
+	float amax = amax_run(v, KERN_Q8_0_GROUP), d = amax / 127.0f;
+	float id = d > 0.0f ? 1.0f / d : 0.0f;
+	unsigned int i;
+
+	for (i = 0; i < KERN_Q8_0_GROUP; i++)
+		q[i] = (int8_t)roundf(v[i] * id);
+	return kern_f16_to_f32(kern_f32_to_f16(d));
+}
+
 /* Tile @kb of output block @nb of matrix @id. */
 static uint8_t *tile_at(const struct kern_pack_layout *l, enum kern_mat_id id,
 			uint8_t *tiles, unsigned int N, unsigned int K,
@@ -409,6 +436,7 @@ static void write_tiles(const struct kern_pack_layout *l, enum kern_mat_id id,
 
 				switch (l->quant) {
 				case KT_QUANT_INT8:
+				case KT_QUANT_Q8_0:
 					memcpy(d, q8 + row + c * 4, 4);
 					break;
 				case KT_QUANT_BF16:
@@ -462,6 +490,13 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 				scales[n] = quant_run(v, K, 127,
 						      (int8_t *)q + (size_t)r * K);
 				break;
+			case KT_QUANT_Q8_0:
+				for (g = 0; g < K / l->group; g++)
+					scales[(size_t)g * N + n] = quant_q8_0(
+						v + g * l->group,
+						(int8_t *)q + (size_t)r * K +
+						g * l->group);
+				break;
 			case KT_QUANT_INT4:
 				for (g = 0; g < K / l->group; g++)
 					scales[(size_t)g * N + n] = quant_int4(
@@ -480,6 +515,24 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 	}
 	free(rows);
 	free(q);
+	return 0;
+}
+
+int kern_pack_rows_q(const struct kern_pack_layout *l, enum kern_mat_id id,
+		     unsigned int nb, const int8_t *q, const float *gscale,
+		     uint8_t *blob)
+{
+	float *scales = (float *)(blob + l->scales_off[id]);
+	unsigned int N, K, r, g;
+
+	if (l->quant != KT_QUANT_INT4 && l->quant != KT_QUANT_Q8_0)
+		return -EINVAL;
+	mat_dims(l, id, &N, &K);
+	for (r = 0; r < KERN_TILE_ROWS; r++)
+		for (g = 0; g < K / l->group; g++)
+			scales[(size_t)g * N + nb * KERN_TILE_ROWS + r] =
+				gscale[(size_t)r * (K / l->group) + g];
+	write_tiles(l, id, blob + l->tiles_off[id], N, K, nb, q);
 	return 0;
 }
 
@@ -522,6 +575,8 @@ float kern_pack_get(const struct kern_pack_layout *l, enum kern_mat_id id,
 	switch (l->quant) {
 	case KT_QUANT_INT8:
 		return (float)(int8_t)*p * scales[n];
+	case KT_QUANT_Q8_0:
+		return (float)(int8_t)*p * scales[(size_t)(k / l->group) * N + n];
 	case KT_QUANT_INT4: {
 		int nib = k % KERN_TILE_K_INT4 < KERN_INT4_HI_K ? (*p & 0xf) :
 			  (*p >> 4);

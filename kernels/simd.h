@@ -89,7 +89,9 @@ static inline size_t kern_act_row_bytes_b16(unsigned int K)
 		.down = kern_down_##quant##_##isa,			\
 	}
 
-#define KERN_OPS(id, sfx)						\
+/* ...: more slots (designated initializers) of quantizations kept in
+ * their own files, e.g. [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512) */
+#define KERN_OPS(id, sfx, ...)						\
 	{								\
 		.isa = id,						\
 		.name = #sfx,						\
@@ -97,6 +99,7 @@ static inline size_t kern_act_row_bytes_b16(unsigned int K)
 			[KT_QUANT_INT8] = KERN_QUANT_OPS(int8, sfx),	\
 			[KT_QUANT_INT4] = KERN_QUANT_OPS(int4, sfx),	\
 			[KT_QUANT_BF16] = KERN_QUANT_OPS(bf16, sfx),	\
+			__VA_ARGS__					\
 		},							\
 	}
 

@@ -208,6 +208,8 @@ KT_EXPORT const char *kt_quant_name(enum kt_quant q)
 		return "int4";
 	case KT_QUANT_BF16:
 		return "bf16";
+	case KT_QUANT_Q8_0:
+		return "q8_0";
 	default:
 		return "?";
 	}

@@ -35,6 +35,9 @@ uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
 		return 3 * nk / 2 + 4 * 3 * nk / g;
 	case KT_QUANT_BF16:
 		return 3 * 2 * nk;
+	case KT_QUANT_Q8_0:
+		/* int8 tiles; one f32 scale per 32 weights */
+		return 3 * nk + 4 * 3 * nk / 32;
 	}
 	return 0;
 }

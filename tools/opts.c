@@ -168,7 +168,7 @@ int opt_isa(const char *s, enum kt_isa *out)
 int opt_quant(const char *s, enum kt_quant *out)
 {
 	static const enum kt_quant all[] = {
-		KT_QUANT_INT8, KT_QUANT_INT4, KT_QUANT_BF16,
+		KT_QUANT_INT8, KT_QUANT_INT4, KT_QUANT_BF16, KT_QUANT_Q8_0,
 	};
 	size_t i;
 

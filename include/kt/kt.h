@@ -46,6 +46,9 @@ enum kt_quant {
 	KT_QUANT_INT8 = 1,	/* symmetric per output row, f32 scales */
 	KT_QUANT_INT4 = 2,	/* symmetric per group along K, f32 scales */
 	KT_QUANT_BF16 = 3,
+	/* GGUF Q8_0 as read: int8 per group of 32 along K, one f16 scale
+	 * each (held as f32); activations quantized per 32 as ggml does */
+	KT_QUANT_Q8_0 = 5,
 };
 
 /* Kernel variants; KT_ISA_AUTO picks the best the CPU runs. */

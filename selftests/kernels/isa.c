@@ -197,7 +197,7 @@ static double cmp_down(struct kt_test_meta *_metadata,
 static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 {
 	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
-					    KT_QUANT_BF16 };
+					    KT_QUANT_BF16, KT_QUANT_Q8_0 };
 	static const unsigned int ms[] = { 1, 3, 16, 37, KERN_MAX_M };
 	const struct kern_ops *ops = kern_ops_get(isa);
 	const struct kern_ops *scalar = kern_ops_get(KT_ISA_SCALAR);
@@ -207,7 +207,7 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 		SKIP(return, "%s kernels are not compiled in", kt_isa_name(isa));
 	if (!core_isa_runs(isa, core_cpu_flags()))
 		SKIP(return, "this CPU cannot run %s", kt_isa_name(isa));
-	for (qi = 0; qi < 3; qi++) {
+	for (qi = 0; qi < sizeof(qs) / sizeof(qs[0]); qi++) {
 		const struct kern_quant_ops *qo = kern_quant_ops_get(ops, qs[qi]);
 		const struct kern_quant_ops *ref =
 			kern_quant_ops_get(scalar, qs[qi]);
