@@ -21,6 +21,8 @@
 #include "ktcore/cache.h"
 #include "loader/cache-open.h"
 #include "loader/error.h"
+#include "loader/gguf.h"
+#include "loader/gguf-model.h"
 #include "loader/ktw.h"
 #include "loader/placement.h"
 #include "kernels/crc32c.h"
@@ -312,6 +314,9 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	if (CORE_OPTS_GET(&o, opts, expert_mask))
 		return ldr_err(-EINVAL, "kt_model_open: opts->sz too small, or fields this library does not know are set");
 	opts = &o;
+	/* a GGUF file is repacked into memory, not read as blobs */
+	if (ldr_gguf_is_gguf(path))
+		return ldr_gguf_model_open(ctx, path, opts, out);
 	if (opts->io_block % 4096)
 		return ldr_err(-EINVAL, "kt_model_open: io_block %u is not a multiple of 4096",
 			       opts->io_block);
