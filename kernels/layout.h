@@ -25,6 +25,9 @@
 #define KERN_TILE_K_INT4	128	/* 16 x 128 nibbles: k and k + 64 share a byte */
 /* Q8_0 (GGUF): one scale per this many weights along K */
 #define KERN_Q8_0_GROUP		32
+/* Q4_K (GGUF): super-block along K, and its sub-blocks (scale and min) */
+#define KERN_Q4_K_SUPER		256
+#define KERN_Q4_K_SUB		32
 /* INT4: the high nibble of the byte of k holds k + KERN_INT4_HI_K. */
 #define KERN_INT4_HI_K		(KERN_TILE_K_INT4 / 2)
 
@@ -47,6 +50,7 @@ static inline unsigned int kern_tile_k(enum kt_quant q)
 	case KT_QUANT_BF16:
 		return KERN_TILE_K_BF16;
 	case KT_QUANT_INT4:
+	case KT_QUANT_Q4_K:	/* the INT4 tiles, nibbles 0..15 as stored */
 		return KERN_TILE_K_INT4;
 	default:
 		return 0;
@@ -87,7 +91,7 @@ static inline unsigned int kern_tile_byte(enum kt_quant q, unsigned int r,
 	if (q == KT_QUANT_BF16)
 		return (c / 2) * KERN_TILE_ROW_BYTES + r * KERN_TILE_LANE_BYTES +
 		       (c % 2) * 2;
-	if (q == KT_QUANT_INT4)
+	if (q == KT_QUANT_INT4 || q == KT_QUANT_Q4_K)
 		c %= KERN_INT4_HI_K;
 	return (c / 4) * KERN_TILE_ROW_BYTES + r * KERN_TILE_LANE_BYTES + c % 4;
 }

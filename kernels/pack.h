@@ -14,6 +14,7 @@
 
 #include "kernels/kern.h"
 #include "kernels/layout.h"
+#include "kernels/q4_k-layout.h"
 
 #define KERN_PACK_MAX_RANGES	6
 
@@ -95,6 +96,18 @@ int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
 int kern_pack_rows_q(const struct kern_pack_layout *l, enum kern_mat_id id,
 		     unsigned int nb, const int8_t *q, const float *gscale,
 		     uint8_t *blob);
+
+/*
+ * kern_pack_rows_q4k() - pack rows [16*@nb, 16*@nb + 16) of matrix @id of a
+ *	Q4_K layout from a file's blocks: @q [16][K] nibbles 0..15, @d and
+ *	@dmin [16][K/256] f32, @sc and @mn [16][K/32] 6-bit values;
+ *	w = d * sc * q - dmin * mn.
+ * Return: 0; -EINVAL another quantization.
+ */
+int kern_pack_rows_q4k(const struct kern_pack_layout *l, enum kern_mat_id id,
+		       unsigned int nb, const int8_t *q, const float *d,
+		       const float *dmin, const uint8_t *sc, const uint8_t *mn,
+		       uint8_t *blob);
 
 /* Point @mat at matrix @id of the blob at @blob. */
 void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,

@@ -72,6 +72,10 @@ static int quant_of(uint32_t type, enum kt_quant *q, unsigned int *group)
 		*q = KT_QUANT_Q8_0;
 		*group = 32;
 		return 0;
+	case LDR_GGML_Q4_K:
+		*q = KT_QUANT_Q4_K;
+		*group = 32;
+		return 0;
 	case LDR_GGML_Q4_0:
 		/* d * (nibble - 8): exactly kt's INT4 with group 32 */
 		*q = KT_QUANT_INT4;
@@ -117,7 +121,7 @@ static int check_tensor(struct plan *p, const struct ldr_gguf_tensor *t,
 			       (unsigned long long)K, (unsigned long long)N,
 			       (unsigned long long)p->E);
 	if (quant_of(t->type, &q, &group))
-		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, BF16, F16 and F32 expert tensors",
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, Q4_K, BF16, F16 and F32 expert tensors",
 			       p->g->path, (int)t->name.len, t->name.p,
 			       ldr_gguf_type_name(t->type));
 	if (!first) {
@@ -251,10 +255,88 @@ static int plan_layers(struct plan *p)
  * scale exactly), packed 16 rows at a time; float types go through the
  * packer's bf16 rounding.
  */
+/* the 6-bit scale and min of sub-block @j of a Q4_K super-block's 12 bytes */
+static void q4k_scale_min(const uint8_t *s, unsigned int j, uint8_t *sc,
+			  uint8_t *mn)
+{
+	if (j < 4) {
+		*sc = s[j] & 63;
+		*mn = s[j + 4] & 63;
+	} else {
+		*sc = (uint8_t)((s[j + 4] & 0xf) | (s[j - 4] >> 6) << 4);
+		*mn = (uint8_t)((s[j + 4] >> 4) | (s[j] >> 6) << 4);
+	}
+}
+
+struct bufs {
+	int8_t *q;
+	float *sc, *d, *dmin;
+	uint8_t *s6, *m6;
+};
+
+static float f16le(const uint8_t *p)
+{
+	return kern_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
+
+/*
+ * Q4_K: per super-block of 256 (144 bytes): f16 d, f16 dmin, 12 bytes of
+ * 6-bit scales and mins, 128 bytes of nibbles: value 64c + l (l < 32) is
+ * the low nibble of byte 32c + l, value 64c + 32 + l its high nibble.
+ */
+static int pack_q4k(const struct plan *p, const struct kern_pack_layout *l,
+		    int id, const uint8_t *src, struct bufs *bf, uint8_t *blob,
+		    uint32_t layer, uint32_t e)
+{
+	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
+	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
+	unsigned int nb, r, b, j, c, ns = K / 256;
+
+	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
+		for (r = 0; r < KERN_TILE_ROWS; r++) {
+			const uint8_t *row = src + ((size_t)nb *
+				KERN_TILE_ROWS + r) * ns * 144;
+			int8_t *q = bf->q + (size_t)r * K;
+
+			for (b = 0; b < ns; b++) {
+				const uint8_t *blk = row + (size_t)b * 144;
+				float d = f16le(blk), dm = f16le(blk + 2);
+
+				if (!isfinite(d) || !isfinite(dm))
+					return ldr_err(-EINVAL, "%s: layer %d expert %u %s: super-block %u of row %u has a scale that is not finite",
+						       p->g->path,
+						       p->layer_ids[layer], e,
+						       mat_names[id], b,
+						       nb * KERN_TILE_ROWS + r);
+				bf->d[r * ns + b] = d;
+				bf->dmin[r * ns + b] = dm;
+				for (j = 0; j < 8; j++)
+					q4k_scale_min(blk + 4, j,
+						      &bf->s6[(r * ns + b) * 8 + j],
+						      &bf->m6[(r * ns + b) * 8 + j]);
+				for (c = 0; c < 4; c++)
+					for (j = 0; j < 32; j++) {
+						uint8_t v = blk[16 + 32 * c + j];
+
+						q[b * 256 + 64 * c + j] =
+							(int8_t)(v & 0xf);
+						q[b * 256 + 64 * c + 32 + j] =
+							(int8_t)(v >> 4);
+					}
+			}
+		}
+		kern_pack_rows_q4k(l, id, nb, bf->q, bf->d, bf->dmin, bf->s6,
+				   bf->m6, blob);
+	}
+	return 0;
+}
+
 static int pack_matrix(const struct plan *p, const struct kern_pack_layout *l,
-		       int id, const uint8_t *src, int8_t *q, float *sc,
+		       int id, const uint8_t *src, struct bufs *bf,
 		       uint8_t *blob, uint32_t layer, uint32_t e)
 {
+	int8_t *q = bf->q;
+	float *sc = bf->sc;
 	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
 	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
 	unsigned int nb, r, b, j, nbk = K / 32;
@@ -267,6 +349,8 @@ static int pack_matrix(const struct plan *p, const struct kern_pack_layout *l,
 		return kern_pack_matrix(l, id, src, KT_DTYPE_F16, K, blob);
 	case LDR_GGML_F32:
 		return kern_pack_matrix(l, id, src, KT_DTYPE_F32, K, blob);
+	case LDR_GGML_Q4_K:
+		return pack_q4k(p, l, id, src, bf, blob, layer, e);
 	}
 	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
 		for (r = 0; r < KERN_TILE_ROWS; r++) {
@@ -318,8 +402,8 @@ static int build(struct kt_ctx *ctx, struct plan *p,
 	const uint64_t *mask = o->expert_mask;
 	size_t stride, n_blobs = 0, b = 0;
 	uint32_t layer, e;
-	int8_t *q = NULL;
-	float *sc = NULL;
+	size_t kmax = p->H > p->I ? p->H : p->I;
+	struct bufs bf = { 0 };
 	int id, ret;
 
 	ret = kern_pack_layout(p->quant, (unsigned int)p->H,
@@ -338,11 +422,15 @@ static int build(struct kt_ctx *ctx, struct plan *p,
 	m->release = release;
 	m->layer_ids = calloc(p->n_layers, sizeof(*m->layer_ids));
 	m->experts = calloc((size_t)p->n_layers * p->E, sizeof(*m->experts));
-	/* the largest matrix's 16 rows: K <= 2^20 */
-	q = malloc((size_t)KERN_TILE_ROWS * (p->H > p->I ? p->H : p->I));
-	sc = malloc((size_t)KERN_TILE_ROWS * (p->H > p->I ? p->H : p->I) / 32 *
-		    sizeof(float));
-	if (!m->layer_ids || !m->experts || !q || !sc) {
+	/* 16 rows of the largest matrix: K <= 2^20 */
+	bf.q = malloc(KERN_TILE_ROWS * kmax);
+	bf.sc = malloc(KERN_TILE_ROWS * kmax / 32 * sizeof(float));
+	bf.d = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
+	bf.dmin = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
+	bf.s6 = malloc(KERN_TILE_ROWS * kmax / 32);
+	bf.m6 = malloc(KERN_TILE_ROWS * kmax / 32);
+	if (!m->layer_ids || !m->experts || !bf.q || !bf.sc || !bf.d ||
+	    !bf.dmin || !bf.s6 || !bf.m6) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -375,7 +463,7 @@ static int build(struct kt_ctx *ctx, struct plan *p,
 					p->t[layer][id];
 
 				ret = pack_matrix(p, &l, id, t->data +
-						  t->nbytes / p->E * e, q, sc,
+						  t->nbytes / p->E * e, &bf,
 						  blob, layer, e);
 			}
 			if (ret)
@@ -388,8 +476,12 @@ static int build(struct kt_ctx *ctx, struct plan *p,
 		}
 	}
 out:
-	free(q);
-	free(sc);
+	free(bf.q);
+	free(bf.sc);
+	free(bf.d);
+	free(bf.dmin);
+	free(bf.s6);
+	free(bf.m6);
 	return ret;
 }
 

@@ -169,6 +169,7 @@ int opt_quant(const char *s, enum kt_quant *out)
 {
 	static const enum kt_quant all[] = {
 		KT_QUANT_INT8, KT_QUANT_INT4, KT_QUANT_BF16, KT_QUANT_Q8_0,
+		KT_QUANT_Q4_K,
 	};
 	size_t i;
 

@@ -49,6 +49,9 @@ enum kt_quant {
 	/* GGUF Q8_0 as read: int8 per group of 32 along K, one f16 scale
 	 * each (held as f32); activations quantized per 32 as ggml does */
 	KT_QUANT_Q8_0 = 5,
+	/* GGUF Q4_K as read: super-blocks of 256 along K, 4-bit q with a
+	 * 6-bit scale and min per 32, w = d * sc * q - dmin * m */
+	KT_QUANT_Q4_K = 6,
 };
 
 /* Kernel variants; KT_ISA_AUTO picks the best the CPU runs. */
@@ -256,7 +259,7 @@ int kt_sysinfo_get(struct kt_sysinfo *si);
 const char *kt_isa_name(enum kt_isa isa);
 
 /**
- * kt_quant_name() - "int8", "int4" or "bf16".
+ * kt_quant_name() - "int8", "int4", "bf16", "q8_0" or "q4_k".
  * @q: quantization.
  * Return: a static string; "?" for an unknown value.
  */

@@ -20,12 +20,13 @@
 #define K	2
 
 /* how the reference quantizes activations, per type */
-enum act_mode { ACT_Q8_0, ACT_INT4, ACT_BF16 };
+enum act_mode { ACT_Q8_0, ACT_INT4, ACT_Q8_K, ACT_BF16 };
 
 /*
  * In place, @n values of @x: Q8_0 per 32 (scale amax/127 rounded to f16,
- * q = rint(x * 127/amax)); INT4 models (kt INT8/INT4 rule) per @grp
- * values with the f32 scale amax/127; BF16 rounding.
+ * q = rint(x * 127/amax)); INT4 (kt's INT4 rule) per @grp values (the row
+ * of H, or a chunk of 128) with the f32 scale amax/127; Q8_K (for Q4_K)
+ * the same per 256 (x) or per 128 chunk (the intermediate); BF16 rounding.
  */
 static void act_quant(float *x, unsigned int n, enum act_mode mode,
 		      unsigned int grp)
@@ -39,6 +40,8 @@ static void act_quant(float *x, unsigned int n, enum act_mode mode,
 	}
 	if (mode == ACT_Q8_0)
 		grp = 32;
+	if (mode == ACT_Q8_K && grp > 256)
+		grp = 256;
 	for (i = 0; i < n; i += grp) {
 		float amax = 0, inv, s;
 
@@ -222,6 +225,18 @@ TEST(q4_0_deepseek2_dense_layer_skipped)
 	c.dense = 1;
 	c.alignment = 64;
 	run_type(_metadata, c, KT_QUANT_INT4, ACT_INT4);
+}
+
+/* Q4_K: H and I multiples of its super-block of 256 */
+TEST(q4_k_qwen3moe)
+{
+	struct gw_cfg c = base;
+
+	c.type = GW_Q4_K;
+	c.H = 512;
+	c.I = 256;
+	c.L = 2;
+	run_type(_metadata, c, KT_QUANT_Q4_K, ACT_Q8_K);
 }
 
 TEST(bf16_mixtral_llama)

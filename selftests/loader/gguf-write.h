@@ -17,7 +17,7 @@
 
 /* ggml type ids and block geometry, from the spec */
 enum { GW_F32 = 0, GW_F16 = 1, GW_Q4_0 = 2, GW_Q8_0 = 8, GW_Q4_K = 12,
-       GW_BF16 = 30 };
+       GW_Q5_K = 13, GW_BF16 = 30 };
 
 /* one field broken per file */
 enum gw_bad {
@@ -151,6 +151,8 @@ static inline size_t gw_type_bytes(uint32_t type, uint64_t n)
 		return n / 32 * 18;
 	case GW_Q4_K:
 		return n / 256 * 144;
+	case GW_Q5_K:
+		return n / 256 * 176;
 	case GW_F32:
 		return n * 4;
 	default:
@@ -188,6 +190,20 @@ static inline void gw_fill(uint8_t *d, uint32_t type, uint64_t n, uint64_t *s)
 		}
 		break;
 	}
+	case GW_Q4_K:
+		/* d in [0.0005, 0.002), dmin in [0.0005, 0.004) */
+		for (i = 0; i < len; i += 144) {
+			uint16_t hd = gw_f2h(0.0005f + 0.0015f *
+				(float)(gw_rand(s) % 1000) / 1000.0f);
+			uint16_t hm = gw_f2h(0.0005f + 0.0035f *
+				(float)(gw_rand(s) % 1000) / 1000.0f);
+
+			d[i] = (uint8_t)hd;
+			d[i + 1] = (uint8_t)(hd >> 8);
+			d[i + 2] = (uint8_t)hm;
+			d[i + 3] = (uint8_t)(hm >> 8);
+		}
+		break;
 	case GW_BF16:
 	case GW_F16:
 	case GW_F32:
@@ -236,6 +252,29 @@ static inline double gw_get(const uint8_t *d, uint32_t type, uint64_t K,
 		b = d + (n * (K / 32) + k / 32) * 18;
 		q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
 		return (double)gw_h2f((uint16_t)(b[0] | b[1] << 8)) * (q - 8);
+	}
+	case GW_Q4_K: {
+		/* block_q4_K: f16 d, f16 dmin, scales[12] (6-bit scale and
+		 * min of 8 sub-blocks), qs[128]; element 64c + l is the low
+		 * nibble of qs[32c + l], 64c + 32 + l its high nibble;
+		 * w = d * sc_j * q - dmin * m_j, j = sub-block of 32 */
+		unsigned int e = k % 256, j = e / 32, c = e / 64, l = e % 32;
+		const uint8_t *sc;
+		int scale, mn, q;
+
+		b = d + (n * (K / 256) + k / 256) * 144;
+		sc = b + 4;
+		if (j < 4) {
+			scale = sc[j] & 63;
+			mn = sc[j + 4] & 63;
+		} else {
+			scale = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
+			mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+		}
+		q = (e % 64) < 32 ? (b[16 + 32 * c + l] & 0xf) :
+				    (b[16 + 32 * c + l] >> 4);
+		return (double)gw_h2f((uint16_t)(b[0] | b[1] << 8)) * scale * q -
+		       (double)gw_h2f((uint16_t)(b[2] | b[3] << 8)) * mn;
 	}
 	case GW_F32:
 		memcpy(&f, d + 4 * (n * K + k), 4);

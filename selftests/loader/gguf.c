@@ -177,10 +177,10 @@ TEST(model_refusals_name_the_reason)
 
 	ASSERT_EQ(test_ctx(&ctx), 0);
 	c = small;
-	c.type = GW_Q4_K;
+	c.type = GW_Q5_K;
 	c.I = 256;		/* a whole super-block along K of down */
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
-	EXPECT_NE(strstr(kt_last_error(), "Q4_K"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "Q5_K"), NULL);
 	c = small;
 	c.down_type = GW_Q4_0;
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
