@@ -91,19 +91,8 @@ static int quant_of(uint32_t type, enum kt_quant *q, unsigned int *group)
 	}
 }
 
-struct plan {
-	const struct ldr_gguf *g;
-	char arch[32];
-	uint64_t H, I, E, top_k, n_blocks, dense;
-	uint32_t n_layers;
-	int32_t *layer_ids;
-	const struct ldr_gguf_tensor *(*t)[3];	/* [n_layers][3] */
-	uint32_t type;
-	enum kt_quant quant;
-	unsigned int group;
-};
 
-static int check_tensor(struct plan *p, const struct ldr_gguf_tensor *t,
+static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
 			int id, const struct ldr_gguf_tensor *first)
 {
 	uint64_t K = id == KERN_MAT_DOWN ? p->I : p->H;
@@ -138,7 +127,7 @@ static int check_tensor(struct plan *p, const struct ldr_gguf_tensor *t,
 	return 0;
 }
 
-static int plan_geometry(struct plan *p)
+static int plan_geometry(struct ldr_gguf_src *p)
 {
 	const struct ldr_gguf *g = p->g;
 	unsigned int i;
@@ -201,7 +190,7 @@ static int plan_geometry(struct plan *p)
 	return 0;
 }
 
-static int plan_layers(struct plan *p)
+static int plan_layers(struct ldr_gguf_src *p)
 {
 	const struct ldr_gguf_tensor *first = NULL;
 	uint32_t l;
@@ -268,11 +257,6 @@ static void q4k_scale_min(const uint8_t *s, unsigned int j, uint8_t *sc,
 	}
 }
 
-struct bufs {
-	int8_t *q;
-	float *sc, *d, *dmin;
-	uint8_t *s6, *m6;
-};
 
 static float f16le(const uint8_t *p)
 {
@@ -284,8 +268,9 @@ static float f16le(const uint8_t *p)
  * 6-bit scales and mins, 128 bytes of nibbles: value 64c + l (l < 32) is
  * the low nibble of byte 32c + l, value 64c + 32 + l its high nibble.
  */
-static int pack_q4k(const struct plan *p, const struct kern_pack_layout *l,
-		    int id, const uint8_t *src, struct bufs *bf, uint8_t *blob,
+static int pack_q4k(const struct ldr_gguf_src *p, const struct kern_pack_layout *l,
+		    int id, const uint8_t *src, struct ldr_gguf_bufs *bf,
+		    uint8_t *blob,
 		    uint32_t layer, uint32_t e)
 {
 	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
@@ -331,8 +316,9 @@ static int pack_q4k(const struct plan *p, const struct kern_pack_layout *l,
 	return 0;
 }
 
-static int pack_matrix(const struct plan *p, const struct kern_pack_layout *l,
-		       int id, const uint8_t *src, struct bufs *bf,
+static int pack_matrix(const struct ldr_gguf_src *p,
+		       const struct kern_pack_layout *l, int id,
+		       const uint8_t *src, struct ldr_gguf_bufs *bf,
 		       uint8_t *blob, uint32_t layer, uint32_t e)
 {
 	int8_t *q = bf->q;
@@ -388,68 +374,127 @@ static int pack_matrix(const struct plan *p, const struct kern_pack_layout *l,
 	return 0;
 }
 
+int ldr_gguf_src_pack(struct ldr_gguf_src *p, uint32_t layer, uint32_t e,
+		      uint8_t *blob)
+{
+	int id, ret = 0;
+
+	for (id = 0; id < 3 && !ret; id++) {
+		const struct ldr_gguf_tensor *t = p->t[layer][id];
+
+		ret = pack_matrix(p, &p->lay, id, t->data + t->nbytes / p->E * e,
+				  &p->bf, blob, layer, e);
+	}
+	return ret;
+}
+
+void ldr_gguf_src_close(struct ldr_gguf_src *p)
+{
+	if (!p)
+		return;
+	free(p->bf.q);
+	free(p->bf.sc);
+	free(p->bf.d);
+	free(p->bf.dmin);
+	free(p->bf.s6);
+	free(p->bf.m6);
+	free(p->layer_ids);
+	free(p->t);
+	ldr_gguf_close((struct ldr_gguf *)p->g);
+	free(p);
+}
+
+int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out)
+{
+	struct ldr_gguf_src *p = calloc(1, sizeof(*p));
+	struct ldr_gguf *g = NULL;
+	size_t kmax;
+	int ret;
+
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	ret = ldr_gguf_open(path, &g);
+	if (ret) {
+		free(p);
+		return ret;
+	}
+	p->g = g;
+	ret = plan_geometry(p);
+	if (!ret)
+		ret = plan_layers(p);
+	if (!ret) {
+		ret = kern_pack_layout(p->quant, (unsigned int)p->H,
+				       (unsigned int)p->I, p->group, &p->lay);
+		if (ret)
+			ldr_err(ret, "%s: %s", path, p->lay.err);
+	}
+	if (ret)
+		goto err;
+	/* 16 rows of the largest matrix: K <= 2^20 */
+	kmax = p->H > p->I ? p->H : p->I;
+	p->bf.q = malloc(KERN_TILE_ROWS * kmax);
+	p->bf.sc = malloc(KERN_TILE_ROWS * kmax / 32 * sizeof(float));
+	p->bf.d = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
+	p->bf.dmin = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
+	p->bf.s6 = malloc(KERN_TILE_ROWS * kmax / 32);
+	p->bf.m6 = malloc(KERN_TILE_ROWS * kmax / 32);
+	if (!p->bf.q || !p->bf.sc || !p->bf.d || !p->bf.dmin || !p->bf.s6 ||
+	    !p->bf.m6) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	*out = p;
+	return 0;
+err:
+	ldr_gguf_src_close(p);
+	return ret;
+}
+
 static bool masked(const uint64_t *mask, uint32_t e)
 {
 	return mask && (mask[e / 64] >> (e % 64) & 1);
 }
 
-static int build(struct kt_ctx *ctx, struct plan *p,
+static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 		 const struct kt_model_opts *o, struct gguf_model *gm)
 {
+	const struct kern_pack_layout *l = &p->lay;
 	struct kt_model *m = &gm->m;
-	struct kern_pack_layout l;
 	struct ldr_placement place;
 	const uint64_t *mask = o->expert_mask;
 	size_t stride, n_blobs = 0, b = 0;
 	uint32_t layer, e;
-	size_t kmax = p->H > p->I ? p->H : p->I;
-	struct bufs bf = { 0 };
-	int id, ret;
+	int ret;
 
-	ret = kern_pack_layout(p->quant, (unsigned int)p->H,
-			       (unsigned int)p->I, p->group, &l);
-	if (ret)
-		return ldr_err(ret, "%s: %s", p->g->path, l.err);
 	m->ctx = ctx;
 	m->hidden = (uint32_t)p->H;
 	m->inter = (uint32_t)p->I;
 	m->n_experts = (uint32_t)p->E;
 	m->n_layers = p->n_layers;
 	m->quant = p->quant;
-	m->group_size = l.group;
-	m->down_chunk = l.kc;
-	m->expert_bytes = l.total;
+	m->group_size = l->group;
+	m->down_chunk = l->kc;
+	m->expert_bytes = l->total;
 	m->release = release;
 	m->layer_ids = calloc(p->n_layers, sizeof(*m->layer_ids));
 	m->experts = calloc((size_t)p->n_layers * p->E, sizeof(*m->experts));
-	/* 16 rows of the largest matrix: K <= 2^20 */
-	bf.q = malloc(KERN_TILE_ROWS * kmax);
-	bf.sc = malloc(KERN_TILE_ROWS * kmax / 32 * sizeof(float));
-	bf.d = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
-	bf.dmin = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
-	bf.s6 = malloc(KERN_TILE_ROWS * kmax / 32);
-	bf.m6 = malloc(KERN_TILE_ROWS * kmax / 32);
-	if (!m->layer_ids || !m->experts || !bf.q || !bf.sc || !bf.d ||
-	    !bf.dmin || !bf.s6 || !bf.m6) {
-		ret = -ENOMEM;
-		goto out;
-	}
+	if (!m->layer_ids || !m->experts)
+		return -ENOMEM;
 	memcpy(m->layer_ids, p->layer_ids, p->n_layers * sizeof(int32_t));
 	for (e = 0; e < p->E; e++)
 		n_blobs += !masked(mask, (uint32_t)e);
 	n_blobs *= p->n_layers;
-	stride = (l.total + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
-	ldr_placement_init(&place, &l, core_ctx_nodes(ctx), 0, n_blobs,
+	stride = (l->total + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
+	ldr_placement_init(&place, l, core_ctx_nodes(ctx), 0, n_blobs,
 			   stride);
 	ret = core_mem_alloc_spread(ctx, n_blobs * stride,
 				    o->flags & KT_MODEL_F_NO_HUGEPAGE ?
 				    CORE_MEM_F_SMALL : CORE_MEM_F_1G,
 				    &place.lay, &gm->mem);
-	if (ret) {
-		ldr_err(ret, "%s: not enough memory for %.1f MiB of experts",
-			p->g->path, n_blobs * stride / 1048576.0);
-		goto out;
-	}
+	if (ret)
+		return ldr_err(ret, "%s: not enough memory for %.1f MiB of experts",
+			       p->g->path, n_blobs * stride / 1048576.0);
 	for (layer = 0; layer < p->n_layers; layer++) {
 		for (e = 0; e < p->E; e++) {
 			struct core_expert *ex = core_model_expert(m, layer, e);
@@ -458,56 +503,35 @@ static int build(struct kt_ctx *ctx, struct plan *p,
 			if (masked(mask, e))
 				continue;
 			blob = gm->mem.base + b++ * stride;
-			for (id = 0; id < 3 && !ret; id++) {
-				const struct ldr_gguf_tensor *t =
-					p->t[layer][id];
-
-				ret = pack_matrix(p, &l, id, t->data +
-						  t->nbytes / p->E * e, &bf,
-						  blob, layer, e);
-			}
+			ret = ldr_gguf_src_pack(p, layer, e, blob);
 			if (ret)
-				goto out;
-			kern_pack_mat(&l, KERN_MAT_GATE, blob, &ex->gate);
-			kern_pack_mat(&l, KERN_MAT_UP, blob, &ex->up);
-			kern_pack_mat(&l, KERN_MAT_DOWN, blob, &ex->down);
+				return ret;
+			kern_pack_mat(l, KERN_MAT_GATE, blob, &ex->gate);
+			kern_pack_mat(l, KERN_MAT_UP, blob, &ex->up);
+			kern_pack_mat(l, KERN_MAT_DOWN, blob, &ex->down);
 			ex->present = true;
-			m->resident_bytes += l.total;
+			m->resident_bytes += l->total;
 		}
 	}
-out:
-	free(bf.q);
-	free(bf.sc);
-	free(bf.d);
-	free(bf.dmin);
-	free(bf.s6);
-	free(bf.m6);
-	return ret;
+	return 0;
 }
 
 int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
 			const struct kt_model_opts *o, struct kt_model **out)
 {
-	struct plan p = { 0 };
 	struct gguf_model *gm = NULL;
-	struct ldr_gguf *g = NULL;
+	struct ldr_gguf_src *p = NULL;
 	int ret;
 
-	ret = ldr_gguf_open(path, &g);
+	ret = ldr_gguf_src_open(path, &p);
 	if (ret)
 		return ret;
-	p.g = g;
-	ret = plan_geometry(&p);
-	if (!ret)
-		ret = plan_layers(&p);
-	if (ret)
-		goto out;
 	gm = calloc(1, sizeof(*gm));
 	if (!gm) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = build(ctx, &p, o, gm);
+	ret = build(ctx, p, o, gm);
 	if (!ret) {
 		ret = core_moe_reserve(ctx, &gm->m);
 		if (ret)
@@ -517,8 +541,8 @@ int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
 	if (ret)
 		goto out;
 	core_log(ctx, KT_LOG_INFO, "%s: GGUF %s, %u MoE layers x %u experts of %s (kt %s), %llu MiB resident",
-		 path, p.arch, gm->m.n_layers, gm->m.n_experts,
-		 ldr_gguf_type_name(p.type), kt_quant_name(gm->m.quant),
+		 path, p->arch, gm->m.n_layers, gm->m.n_experts,
+		 ldr_gguf_type_name(p->type), kt_quant_name(gm->m.quant),
 		 (unsigned long long)(gm->m.resident_bytes >> 20));
 	*out = &gm->m;
 	gm = NULL;
@@ -527,8 +551,6 @@ out:
 		core_model_extras_free(&gm->m);
 		release(&gm->m);
 	}
-	free(p.layer_ids);
-	free(p.t);
-	ldr_gguf_close(g);
+	ldr_gguf_src_close(p);
 	return ret;
 }
