@@ -48,6 +48,13 @@ int ldr_gguf_src_pack(struct ldr_gguf_src *s, uint32_t layer, uint32_t e,
 void ldr_gguf_src_close(struct ldr_gguf_src *s);
 
 /*
+ * ldr_gguf_convert() - kt_convert() of a GGUF @o->input: its expert blocks
+ *	as kt holds them, written to the .ktw @o->output. @o->quant 0 (or the
+ *	file's own); a GGUF file is never re-quantized.
+ */
+int ldr_gguf_convert(const struct kt_convert_opts *o);
+
+/*
  * ldr_gguf_model_open() - validate @path, find its MoE layers and repack
  *	their expert blocks into node-placed memory.
  * @o: complete options (sz checked by the caller); expert_mask and

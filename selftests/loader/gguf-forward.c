@@ -9,7 +9,9 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <kt/kt.h>
 #include "kt_test.h"
@@ -117,6 +119,52 @@ static void forward_ref(const struct ref *r, size_t data, const float *x,
 	free(a);
 }
 
+/*
+ * kt convert of the file to a .ktw: the same blobs, so the same y bits as
+ * the GGUF file opened directly; a --method is refused.
+ */
+static void ktw_same(struct kt_test_meta *_metadata, const char *path,
+		     struct gw_cfg c, const float *x, const int32_t *ids,
+		     const float *w)
+{
+	char out[64];
+	struct kt_convert_opts co = { .sz = sizeof(co), .input = path,
+				      .output = out, .layer_last = -1 };
+	struct kt_ctx_opts o = { .sz = sizeof(o), .threads = 2,
+				 .flags = KT_CTX_F_NO_PIN };
+	struct kt_model *mg, *mk;
+	struct kt_ctx *ctx;
+	static float y1[T * 512], y2[T * 512];
+	struct kt_moe_args a = {
+		.x = x, .ids = ids, .w = w, .tokens = T, .top_k = K,
+		.x_dtype = KT_DTYPE_F32, .ids_dtype = KT_DTYPE_I32,
+		.y_dtype = KT_DTYPE_F32,
+	};
+
+	snprintf(out, sizeof(out), "/tmp/kt-gguf-%d.ktw", (int)getpid());
+	co.quant = KT_QUANT_INT8;
+	EXPECT_EQ(kt_convert(&co), -EINVAL);
+	co.quant = 0;
+	if (kt_convert(&co))
+		TH_LOG("%s", kt_last_error());
+	ASSERT_EQ(kt_convert(&co), 0);
+	ASSERT_EQ(kt_ctx_create(&o, &ctx), 0);
+	ASSERT_EQ(kt_model_open(ctx, path, NULL, &mg), 0);
+	ASSERT_EQ(kt_model_open(ctx, out, NULL, &mk), 0);
+	unlink(out);
+	a.layer = c.L - c.dense - 1;
+	a.y = y1;
+	ASSERT_EQ(kt_moe_forward(ctx, mg, &a), 0);
+	a.y = y2;
+	ASSERT_EQ(kt_moe_forward(ctx, mk, &a), 0);
+	EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
+	EXPECT_EQ(kt_model_layer_index(mk, (int32_t)(c.L - 1)),
+		  (int)(c.L - c.dense - 1));
+	kt_model_destroy(mg);
+	kt_model_destroy(mk);
+	kt_ctx_destroy(ctx);
+}
+
 static const enum kt_isa isas[] = { KT_ISA_SCALAR, KT_ISA_AVX2,
 				    KT_ISA_AVX512, KT_ISA_AUTO };
 
@@ -196,6 +244,7 @@ static void run_type(struct kt_test_meta *_metadata, struct gw_cfg c,
 		kt_ctx_destroy(ctx);
 	}
 	EXPECT_GT(tested, 0u);
+	ktw_same(_metadata, path, c, x, ids, w);
 	unlink(path);
 	free(path);
 	free(b.p);
