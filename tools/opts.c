@@ -160,7 +160,7 @@ int opt_isa(const char *s, enum kt_isa *out)
 }
 
 /**
- * opt_quant() - parse "int8", "int4" or "bf16".
+ * opt_quant() - parse "int8", "int4", "bf16", "q8_0" or "q4_k".
  * @s: text.
  * @out: the quantization.
  * Return: 0; -EINVAL when unknown.

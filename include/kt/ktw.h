@@ -38,9 +38,11 @@ typedef void (*kt_progress_fn)(void *arg, uint64_t done, uint64_t total);
  * struct kt_convert_opts - what kt_convert() does.
  * @sz: sizeof(struct kt_convert_opts).
  * @input: Hugging Face checkpoint folder (config.json, *.safetensors and,
- *	   when sharded, model.safetensors.index.json).
+ *	   when sharded, model.safetensors.index.json), or a GGUF file
+ *	   (Documentation/formats.md).
  * @output: the .ktw file to write; replaced atomically when it exists.
- * @quant: KT_QUANT_INT8, _INT4 or _BF16 (enum kt_quant).
+ * @quant: KT_QUANT_INT8, _INT4 or _BF16 (enum kt_quant); for a GGUF
+ *	   @input 0 (the file's blocks are kept, never re-quantized).
  * @group_size: INT4 group along K: 32, 64 or 128 (0: 128).
  * @layer_first: first checkpoint layer number to convert (with @layer_last;
  *		 both 0 and @layer_last < 0 mean "all MoE layers").
