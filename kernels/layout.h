@@ -34,6 +34,11 @@
 #define KERN_FP8_BLOCK		128
 /* FP8 group of one scale per output row (KT_GROUP_CHANNEL). */
 #define KERN_FP8_CHANNEL	0xffffffffu
+/* Q8_0 (GGUF): one scale per this many weights along K */
+#define KERN_Q8_0_GROUP		32
+/* Q4_K (GGUF): super-block along K, and its sub-blocks (scale and min) */
+#define KERN_Q4_K_SUPER		256
+#define KERN_Q4_K_SUB		32
 /* INT4: the high nibble of the byte of k holds k + KERN_INT4_HI_K. */
 #define KERN_INT4_HI_K		(KERN_TILE_K_INT4 / 2)
 
@@ -51,10 +56,12 @@ static inline unsigned int kern_tile_k(enum kt_quant q)
 {
 	switch (q) {
 	case KT_QUANT_INT8:
+	case KT_QUANT_Q8_0:	/* the INT8 tiles; scales per group of 32 */
 		return KERN_TILE_K_INT8;
 	case KT_QUANT_BF16:
 		return KERN_TILE_K_BF16;
 	case KT_QUANT_INT4:
+	case KT_QUANT_Q4_K:	/* the INT4 tiles, nibbles 0..15 as stored */
 		return KERN_TILE_K_INT4;
 	case KT_QUANT_FP8:
 		return KERN_TILE_K_FP8;
@@ -99,7 +106,7 @@ static inline unsigned int kern_tile_byte(enum kt_quant q, unsigned int r,
 		       (c % 2) * 2;
 	if (q == KT_QUANT_FP8)
 		return (c / 2) * (KERN_TILE_ROW_BYTES / 2) + r * 2 + c % 2;
-	if (q == KT_QUANT_INT4)
+	if (q == KT_QUANT_INT4 || q == KT_QUANT_Q4_K)
 		c %= KERN_INT4_HI_K;
 	return (c / 4) * KERN_TILE_ROW_BYTES + r * KERN_TILE_LANE_BYTES + c % 4;
 }

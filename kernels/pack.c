@@ -83,6 +83,30 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 		      ~(size_t)63;
 		sdn = sgu;
 		break;
+	case KT_QUANT_Q4_K:
+		if (hidden % KERN_Q4_K_SUPER || inter % KERN_Q4_K_SUPER) {
+			l->err = "Q4_K needs hidden and inter multiples of 256";
+			return -EINVAL;
+		}
+		l->group = KERN_Q4_K_SUB;
+		l->kt = KERN_TILE_K_INT4;
+		tb = nk / 2;
+		/* per matrix: d, dmin f32 per (super-block, row); sc, m u8
+		 * per (sub-block, row) */
+		sgu = kern_q4k_scale_bytes(inter, hidden);
+		sdn = kern_q4k_scale_bytes(hidden, inter);
+		break;
+	case KT_QUANT_Q8_0:
+		if (group && group != KERN_Q8_0_GROUP) {
+			l->err = "Q8_0 group size must be 32";
+			return -EINVAL;
+		}
+		l->group = KERN_Q8_0_GROUP;
+		l->kt = KERN_TILE_K_INT8;
+		tb = nk;
+		sgu = (size_t)(hidden / KERN_Q8_0_GROUP) * inter * 4;
+		sdn = (size_t)(inter / KERN_Q8_0_GROUP) * hidden * 4;
+		break;
 	default:
 		l->err = "unknown quantization";
 		return -EINVAL;
@@ -397,6 +421,79 @@ static float quant_int4(const float *v, unsigned int len, int8_t *q)
 	return scale;
 }
 
+/*
+ * Q8_0 of one group of 32 as ggml's reference quantizer defines it:
+ * d = max|v| / 127 stored as f16, q = round(v / d) with the f32 d (halves
+ * away from zero). Returns the f16 scale as f32.
+ */
+static float quant_q8_0(const float *v, int8_t *q)
+{
+	float amax = amax_run(v, KERN_Q8_0_GROUP), d = amax / 127.0f;
+	float id = d > 0.0f ? 1.0f / d : 0.0f;
+	unsigned int i;
+
+	for (i = 0; i < KERN_Q8_0_GROUP; i++)
+		q[i] = (int8_t)roundf(v[i] * id);
+	return kern_f16_to_f32(kern_f32_to_f16(d));
+}
+
+/*
+ * A Q4_K row from f32 (kt_model_create, kt bench: synthetic models only;
+ * GGUF files keep their own blocks): per sub-block of 32 the range
+ * [min(v, 0), max(v)] in 15 steps, per super-block d and dmin the largest
+ * step and offset over 63, both rounded to f16 as a file stores them.
+ */
+static void quant_q4_k(const struct kern_pack_layout *l, enum kern_mat_id id,
+		       unsigned int n, const float *v, int8_t *q, uint8_t *blob)
+{
+	struct kern_q4k_mat m;
+	unsigned int N, K, s, j, i;
+
+	mat_dims(l, id, &N, &K);
+	kern_q4k_mat_at(blob + l->scales_off[id], N, K, &m);
+	for (s = 0; s < K / KERN_Q4_K_SUPER; s++) {
+		float step[8], off[8], dmax = 0, mmax = 0, d, dm;
+
+		for (j = 0; j < 8; j++) {
+			const float *x = v + s * KERN_Q4_K_SUPER + j * 32;
+			float lo = 0, hi = x[0];
+
+			for (i = 0; i < 32; i++) {
+				lo = x[i] < lo ? x[i] : lo;
+				hi = x[i] > hi ? x[i] : hi;
+			}
+			step[j] = (hi - lo) / 15.0f;
+			off[j] = -lo;
+			dmax = step[j] > dmax ? step[j] : dmax;
+			mmax = off[j] > mmax ? off[j] : mmax;
+		}
+		d = kern_f16_to_f32(kern_f32_to_f16(dmax / 63.0f));
+		dm = kern_f16_to_f32(kern_f32_to_f16(mmax / 63.0f));
+		m.d[(size_t)s * N + n] = d;
+		m.dmin[(size_t)s * N + n] = dm;
+		for (j = 0; j < 8; j++) {
+			const float *x = v + s * KERN_Q4_K_SUPER + j * 32;
+			int sc = d > 0 ? (int)roundf(step[j] / d) : 0;
+			int mn = dm > 0 ? (int)roundf(off[j] / dm) : 0;
+			float ds, mo;
+			size_t at = (size_t)(s * 8 + j) * N + n;
+
+			sc = sc > 63 ? 63 : sc;
+			mn = mn > 63 ? 63 : mn;
+			m.sc[at] = (uint8_t)sc;
+			m.mn[at] = (uint8_t)mn;
+			ds = d * (float)sc;
+			mo = dm * (float)mn;
+			for (i = 0; i < 32; i++) {
+				int t = ds > 0 ? (int)roundf((x[i] + mo) / ds) : 0;
+
+				q[s * KERN_Q4_K_SUPER + j * 32 + i] =
+					(int8_t)(t < 0 ? 0 : t > 15 ? 15 : t);
+			}
+		}
+	}
+}
+
 /* Tile @kb of output block @nb of matrix @id. */
 static uint8_t *tile_at(const struct kern_pack_layout *l, enum kern_mat_id id,
 			uint8_t *tiles, unsigned int N, unsigned int K,
@@ -428,10 +525,20 @@ static void write_tiles(const struct kern_pack_layout *l, enum kern_mat_id id,
 
 				switch (l->quant) {
 				case KT_QUANT_INT8:
+				case KT_QUANT_Q8_0:
 					memcpy(d, q8 + row + c * 4, 4);
 					break;
 				case KT_QUANT_BF16:
 					memcpy(d, h + row + c * 2, 4);
+					break;
+				case KT_QUANT_Q4_K:
+					for (i = 0; i < 4; i++) {
+						size_t k = row + c * 4 + i;
+
+						d[i] = (uint8_t)(q8[k] |
+							q8[k + KERN_INT4_HI_K]
+							<< 4);
+					}
 					break;
 				default:
 					for (i = 0; i < 4; i++) {
@@ -483,6 +590,17 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 				scales[n] = quant_run(v, K, 127,
 						      (int8_t *)q + (size_t)r * K);
 				break;
+			case KT_QUANT_Q4_K:
+				quant_q4_k(l, id, n, v, (int8_t *)q +
+					   (size_t)r * K, blob);
+				break;
+			case KT_QUANT_Q8_0:
+				for (g = 0; g < K / l->group; g++)
+					scales[(size_t)g * N + n] = quant_q8_0(
+						v + g * l->group,
+						(int8_t *)q + (size_t)r * K +
+						g * l->group);
+				break;
 			case KT_QUANT_INT4:
 				for (g = 0; g < K / l->group; g++)
 					scales[(size_t)g * N + n] = quant_int4(
@@ -514,6 +632,52 @@ void kern_pack_int4_raw(const struct kern_pack_layout *l, enum kern_mat_id id,
 		write_tiles(l, id, blob + l->tiles_off[id], N, K, nb,
 			    q + (size_t)nb * KERN_TILE_ROWS * K);
 	memcpy(blob + l->scales_off[id], scales, l->scales_bytes[id]);
+}
+
+int kern_pack_rows_q(const struct kern_pack_layout *l, enum kern_mat_id id,
+		     unsigned int nb, const int8_t *q, const float *gscale,
+		     uint8_t *blob)
+{
+	float *scales = (float *)(blob + l->scales_off[id]);
+	unsigned int N, K, r, g;
+
+	if (l->quant != KT_QUANT_INT4 && l->quant != KT_QUANT_Q8_0)
+		return -EINVAL;
+	mat_dims(l, id, &N, &K);
+	for (r = 0; r < KERN_TILE_ROWS; r++)
+		for (g = 0; g < K / l->group; g++)
+			scales[(size_t)g * N + nb * KERN_TILE_ROWS + r] =
+				gscale[(size_t)r * (K / l->group) + g];
+	write_tiles(l, id, blob + l->tiles_off[id], N, K, nb, q);
+	return 0;
+}
+
+int kern_pack_rows_q4k(const struct kern_pack_layout *l, enum kern_mat_id id,
+		       unsigned int nb, const int8_t *q, const float *d,
+		       const float *dmin, const uint8_t *sc, const uint8_t *mn,
+		       uint8_t *blob)
+{
+	struct kern_q4k_mat m;
+	unsigned int N, K, r, s, j;
+
+	if (l->quant != KT_QUANT_Q4_K)
+		return -EINVAL;
+	mat_dims(l, id, &N, &K);
+	kern_q4k_mat_at(blob + l->scales_off[id], N, K, &m);
+	for (r = 0; r < KERN_TILE_ROWS; r++) {
+		unsigned int n = nb * KERN_TILE_ROWS + r;
+
+		for (s = 0; s < K / KERN_Q4_K_SUPER; s++) {
+			m.d[(size_t)s * N + n] = d[r * (K / 256) + s];
+			m.dmin[(size_t)s * N + n] = dmin[r * (K / 256) + s];
+		}
+		for (j = 0; j < K / KERN_Q4_K_SUB; j++) {
+			m.sc[(size_t)j * N + n] = sc[r * (K / 32) + j];
+			m.mn[(size_t)j * N + n] = mn[r * (K / 32) + j];
+		}
+	}
+	write_tiles(l, id, blob + l->tiles_off[id], N, K, nb, q);
+	return 0;
 }
 
 int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
@@ -555,6 +719,18 @@ float kern_pack_get(const struct kern_pack_layout *l, enum kern_mat_id id,
 	switch (l->quant) {
 	case KT_QUANT_INT8:
 		return (float)(int8_t)*p * scales[n];
+	case KT_QUANT_Q8_0:
+		return (float)(int8_t)*p * scales[(size_t)(k / l->group) * N + n];
+	case KT_QUANT_Q4_K: {
+		struct kern_q4k_mat m;
+		int nib = k % KERN_TILE_K_INT4 < KERN_INT4_HI_K ? (*p & 0xf) :
+			  (*p >> 4);
+		size_t s = (size_t)(k / 256) * N + n, j = (size_t)(k / 32) * N + n;
+
+		kern_q4k_mat_at(blob + l->scales_off[id], N, K, &m);
+		return m.d[s] * (float)m.sc[j] * (float)nib -
+		       m.dmin[s] * (float)m.mn[j];
+	}
 	case KT_QUANT_INT4: {
 		int nib = k % KERN_TILE_K_INT4 < KERN_INT4_HI_K ? (*p & 0xf) :
 			  (*p >> 4);

@@ -14,6 +14,7 @@
 
 #include "kernels/kern.h"
 #include "kernels/layout.h"
+#include "kernels/q4_k-layout.h"
 
 #define KERN_PACK_MAX_RANGES	6
 
@@ -27,7 +28,7 @@ enum kern_mat_id {
  * struct kern_pack_layout - where the parts of one expert blob are.
  * @kt: K span of a tile (INT8 64, BF16 32, INT4 128).
  * @kc: KC, the down chunk.
- * @group: INT4 group along K, else 0.
+ * @group: INT4 group along K, Q8_0 32, else 0.
  * @tiles_off/@tiles_bytes: per matrix (enum kern_mat_id).
  * @scales_off/@scales_bytes: per matrix; 0 bytes for BF16.
  * @total: bytes of the blob.
@@ -57,7 +58,8 @@ struct kern_range {
 /*
  * kern_pack_layout() - compute the layout of one expert.
  * @q: quantization. @hidden, @inter: H and I, multiples of 128.
- * @group: INT4 group 32, 64 or 128 (0: 128); ignored otherwise.
+ * @group: INT4 group 32, 64 or 128 (0: 128); Q8_0 32 (or 0); ignored
+ *	otherwise.
  * Return: 0; -EINVAL with @l->err set.
  */
 int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
@@ -96,6 +98,29 @@ int kern_pack_expert(const struct kern_pack_layout *l, const void *gate,
 void kern_pack_load_rows(const void *src, enum kt_dtype dtype, size_t stride,
 			 unsigned int n0, unsigned int rows, unsigned int K,
 			 float *dst);
+
+/*
+ * kern_pack_rows_q() - pack output rows [16*@nb, 16*@nb + 16) of matrix
+ *	@id from values already quantized (a file's blocks, kept as they are):
+ *	@q [16][K] int8 (INT4: -8..7; Q8_0: any int8) and @gscale
+ *	[16][K/group] f32 scales, w = q * scale. INT4 and Q8_0 only.
+ * Return: 0; -EINVAL another quantization.
+ */
+int kern_pack_rows_q(const struct kern_pack_layout *l, enum kern_mat_id id,
+		     unsigned int nb, const int8_t *q, const float *gscale,
+		     uint8_t *blob);
+
+/*
+ * kern_pack_rows_q4k() - pack rows [16*@nb, 16*@nb + 16) of matrix @id of a
+ *	Q4_K layout from a file's blocks: @q [16][K] nibbles 0..15, @d and
+ *	@dmin [16][K/256] f32, @sc and @mn [16][K/32] 6-bit values;
+ *	w = d * sc * q - dmin * mn.
+ * Return: 0; -EINVAL another quantization.
+ */
+int kern_pack_rows_q4k(const struct kern_pack_layout *l, enum kern_mat_id id,
+		       unsigned int nb, const int8_t *q, const float *d,
+		       const float *dmin, const uint8_t *sc, const uint8_t *mn,
+		       uint8_t *blob);
 
 /* Point @mat at matrix @id of the blob at @blob. */
 void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,

@@ -108,7 +108,9 @@ size_t kern_scratch_bytes_fp8_avx2(const struct kern_geom *g,
 		.down = kern_down_fp8_avx2,				\
 	}
 
-#define KERN_OPS(id, sfx)						\
+/* ...: more slots (designated initializers) of quantizations kept in
+ * their own files, e.g. [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512) */
+#define KERN_OPS(id, sfx, ...)						\
 	{								\
 		.isa = id,						\
 		.name = #sfx,						\
@@ -117,6 +119,7 @@ size_t kern_scratch_bytes_fp8_avx2(const struct kern_geom *g,
 			[KT_QUANT_INT4] = KERN_QUANT_OPS(int4, sfx),	\
 			[KT_QUANT_BF16] = KERN_QUANT_OPS(bf16, sfx),	\
 			[KT_QUANT_FP8] = KERN_FP8_AVX2_OPS(sfx),	\
+			__VA_ARGS__					\
 		},							\
 	}
 

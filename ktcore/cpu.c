@@ -210,6 +210,10 @@ KT_EXPORT const char *kt_quant_name(enum kt_quant q)
 		return "bf16";
 	case KT_QUANT_FP8:
 		return "fp8";
+	case KT_QUANT_Q8_0:
+		return "q8_0";
+	case KT_QUANT_Q4_K:
+		return "q4_k";
 	default:
 		return "?";
 	}

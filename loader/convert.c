@@ -18,6 +18,8 @@
 #include "kernels/pack.h"
 #include "ktcore/core.h"
 #include "loader/error.h"
+#include "loader/gguf.h"
+#include "loader/gguf-model.h"
 #include "loader/fault.h"
 #include "loader/fp8.h"
 #include "loader/hfconfig.h"
@@ -700,6 +702,11 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 	o = &oo;
 	if (!o->input || !o->output)
 		return ldr_err(-EINVAL, "kt_convert: input and output are required");
+	/* a GGUF file keeps its own quantization (Documentation/formats.md) */
+	if (ldr_gguf_is_gguf(o->input))
+		return ldr_gguf_convert(o);
+	if (!o->quant)
+		return ldr_err(-EINVAL, "kt_convert: a quantization (--method) is required for a checkpoint folder");
 	memset(&c, 0, sizeof(c));
 	c.o = o;
 	c.fd = -1;

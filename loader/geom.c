@@ -4,6 +4,7 @@
  * layout function: a file written by another layout is refused, not read.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/pack.h"
@@ -16,14 +17,23 @@ int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
 	struct kern_pack_layout l;
 	int i;
 
+	bool grouped = quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8 ||
+		       quant == KT_QUANT_Q8_0 || quant == KT_QUANT_Q4_K;
+
 	if (quant != KT_QUANT_INT8 && quant != KT_QUANT_INT4 &&
-	    quant != KT_QUANT_BF16 && quant != KT_QUANT_FP8)
+	    quant != KT_QUANT_BF16 && quant != KT_QUANT_FP8 &&
+	    quant != KT_QUANT_Q8_0 && quant != KT_QUANT_Q4_K)
 		return ldr_err(-EINVAL, "unknown quantization %d", quant);
 	if (quant == KT_QUANT_FP8 && group_size != 128 &&
 	    group_size != KT_GROUP_CHANNEL)
 		return ldr_err(-EINVAL, "FP8 scale group %u is neither 128 (128x128 blocks) nor %u (per row)",
 			       group_size, KT_GROUP_CHANNEL);
-	if (quant != KT_QUANT_INT4 && quant != KT_QUANT_FP8 && group_size)
+	/* the GGUF quantizations (from kt convert of a .gguf) have 32 */
+	if ((quant == KT_QUANT_Q8_0 || quant == KT_QUANT_Q4_K) &&
+	    group_size != 32)
+		return ldr_err(-EINVAL, "%s group size %u is not 32",
+			       kt_quant_name((enum kt_quant)quant), group_size);
+	if (!grouped && group_size)
 		return ldr_err(-EINVAL, "group size %u given for %s", group_size,
 			       kt_quant_name((enum kt_quant)quant));
 	if (quant == KT_QUANT_INT4 && group_size != 32 && group_size != 64 &&
@@ -38,8 +48,7 @@ int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
 	g->quant = quant;
 	g->hidden = hidden;
 	g->inter = inter;
-	g->group_size = quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8 ?
-			group_size : 0;
+	g->group_size = grouped ? group_size : 0;
 	g->down_chunk = l.kc;
 	g->expert_bytes = l.total;
 	for (i = 0; i < 3; i++) {

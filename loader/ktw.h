@@ -15,7 +15,7 @@ struct ldr_geom {
 	int quant;		/* enum kt_quant */
 	uint32_t hidden;
 	uint32_t inter;
-	uint32_t group_size;	/* 0 unless INT4 */
+	uint32_t group_size;	/* INT4 group; 32 for Q8_0, Q4_K; else 0 */
 	uint32_t down_chunk;
 	uint64_t expert_bytes;
 	uint64_t part_off[KTW_PARTS];

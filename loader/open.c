@@ -23,6 +23,8 @@
 #include "loader/cache-open.h"
 #include "loader/error.h"
 #include "loader/fault.h"
+#include "loader/gguf.h"
+#include "loader/gguf-model.h"
 #include "loader/ktw.h"
 #include "loader/mask.h"
 #include "loader/placement.h"
@@ -321,6 +323,9 @@ KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
 	if (opts->pad0 || opts->reserved2[0] || opts->reserved2[1] ||
 	    opts->reserved2[2] || opts->reserved2[3])
 		return ldr_err(-EINVAL, "kt_model_open: opts->pad0 and reserved2 must be zero");
+	/* a GGUF file is repacked into memory, not read as blobs */
+	if (ldr_gguf_is_gguf(path))
+		return ldr_gguf_model_open(ctx, path, opts, out);
 	if (opts->io_block % 4096)
 		return ldr_err(-EINVAL, "kt_model_open: io_block %u is not a multiple of 4096",
 			       opts->io_block);

@@ -38,6 +38,12 @@ uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
 	case KT_QUANT_FP8:
 		/* one byte per weight; one f32 per 128x128 block */
 		return 3 * nk + 4 * 3 * nk / (128 * 128);
+	case KT_QUANT_Q8_0:
+		/* int8 tiles; one f32 scale per 32 weights */
+		return 3 * nk + 4 * 3 * nk / 32;
+	case KT_QUANT_Q4_K:
+		/* nibbles; per 256 two f32, per 32 two u8 */
+		return 3 * nk / 2 + 3 * (8 * nk / 256 + 2 * nk / 32);
 	}
 	return 0;
 }

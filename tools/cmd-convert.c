@@ -58,9 +58,11 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: kt convert --input DIR --output FILE.ktw --method int8|int4|bf16\n"
-		"                  [--group-size N] [--layers A-B] [--threads N]\n\n"
+		"                  [--group-size N] [--layers A-B] [--threads N]\n"
+		"       kt convert --input FILE.gguf --output FILE.ktw [--layers A-B]\n\n"
 		"Converts the routed experts of a Hugging Face checkpoint (config.json and\n"
-		"*.safetensors; BF16, F16, F32 or FP8 E4M3 with block scales).\n"
+		"*.safetensors; BF16, F16, F32 or FP8 E4M3 with block scales), or of a\n"
+		"GGUF file, whose blocks are kept (no --method).\n"
 		"  --group-size N   INT4 group along K: 32, 64 or 128 (default 128)\n"
 		"  --layers A-B     checkpoint layers A to B inclusive (A, A-, -B work too)\n"
 		"  --threads N      packing threads (default: online CPUs)\n");
@@ -133,11 +135,14 @@ static int cmd_convert(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!o.input || !o.output || !method || optind != argc) {
+	if (!o.input || !o.output || optind != argc) {
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(method, "int8"))
+	/* none: a GGUF input keeps its blocks; a folder is refused */
+	if (!method)
+		o.quant = 0;
+	else if (!strcmp(method, "int8"))
 		o.quant = KT_QUANT_INT8;
 	else if (!strcmp(method, "int4"))
 		o.quant = KT_QUANT_INT4;

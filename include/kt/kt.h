@@ -48,6 +48,12 @@ enum kt_quant {
 	KT_QUANT_BF16 = 3,
 	/* E4M3 (fn) bytes with f32 scales per 128x128 block or per row */
 	KT_QUANT_FP8 = 4,
+	/* GGUF Q8_0 as read: int8 per group of 32 along K, one f16 scale
+	 * each (held as f32); activations quantized per 32 as ggml does */
+	KT_QUANT_Q8_0 = 5,
+	/* GGUF Q4_K as read: super-blocks of 256 along K, 4-bit q with a
+	 * 6-bit scale and min per 32, w = d * sc * q - dmin * m */
+	KT_QUANT_Q4_K = 6,
 };
 
 /*
@@ -272,7 +278,7 @@ int kt_sysinfo_get(struct kt_sysinfo *si);
 const char *kt_isa_name(enum kt_isa isa);
 
 /**
- * kt_quant_name() - "int8", "int4", "bf16" or "fp8".
+ * kt_quant_name() - "int8", "int4", "bf16", "fp8", "q8_0" or "q4_k".
  * @q: quantization.
  * Return: a static string; "?" for an unknown value.
  */

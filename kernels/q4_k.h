@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * q4_k.h - what the Q4_K kernels (GGUF super-blocks of 256, 4-bit q with a
+ * 6-bit scale and min per 32) of every variant share: the activation rows
+ * (Q8_K as ggml makes them: per block of 256 an f32 scale amax/127, sums
+ * of q per 32) and the entry points the ops tables name.
+ */
+#ifndef KT_KERNELS_Q4_K_H
+#define KT_KERNELS_Q4_K_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/fp.h"
+#include "kernels/kern.h"
+#include "kernels/layout.h"
+#include "kernels/q4_k-layout.h"
+
+/*
+ * Activation block: 256 (a Q8_K block) for rows of K = H; a down chunk of
+ * K = KC = 128 is one block of 128, since each chunk of the intermediate
+ * is quantized on its own (Documentation/formats.md).
+ */
+static inline unsigned int kern_q4k_act_block(unsigned int K)
+{
+	return K % KERN_Q4_K_SUPER ? K : KERN_Q4_K_SUPER;
+}
+
+/* K int8 q, K/B f32 scales, K/32 int32 sums of q; padded to 64 bytes */
+static inline size_t kern_q4k_row_bytes(unsigned int K)
+{
+	return ((size_t)K + (size_t)K / kern_q4k_act_block(K) * 4 +
+		(size_t)K / 32 * 4 + 63) & ~(size_t)63;
+}
+
+static inline const float *kern_q4k_row_scales(const uint8_t *row,
+					       unsigned int K)
+{
+	return (const float *)(row + K);
+}
+
+static inline const int32_t *kern_q4k_row_sums(const uint8_t *row,
+					       unsigned int K)
+{
+	return (const int32_t *)(row + K +
+				 (size_t)K / kern_q4k_act_block(K) * 4);
+}
+
+/* q = rint(x * 127 / amax) (ggml's nearest_int: nearest even), scale
+ * amax / 127 in f32 (0 for a zero block) */
+static inline void kern_q4k_prepare(const void *src, size_t src_stride,
+				    enum kt_dtype dtype, unsigned int rows,
+				    unsigned int K, uint8_t *dst,
+				    size_t dst_stride)
+{
+	unsigned int B = kern_q4k_act_block(K), r, b, k;
+
+	for (r = 0; r < rows; r++) {
+		const uint8_t *s = (const uint8_t *)src + r * src_stride;
+		uint8_t *d = dst + r * dst_stride;
+		int8_t *q = (int8_t *)d;
+		float *sc = (float *)(d + K);
+		int32_t *sum = (int32_t *)(d + K + (size_t)K / B * 4);
+
+		for (b = 0; b < K / B; b++) {
+			float amax = 0.0f, inv;
+
+			for (k = b * B; k < (b + 1) * B; k++) {
+				float v = dtype == KT_DTYPE_BF16 ?
+					kern_bf16_to_f32(((const uint16_t *)s)[k]) :
+					((const float *)s)[k];
+
+				amax = fabsf(v) > amax ? fabsf(v) : amax;
+			}
+			inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+			sc[b] = amax / 127.0f;
+			for (k = b * B; k < (b + 1) * B; k++) {
+				float v = dtype == KT_DTYPE_BF16 ?
+					kern_bf16_to_f32(((const uint16_t *)s)[k]) :
+					((const float *)s)[k];
+
+				q[k] = (int8_t)rintf(v * inv);
+			}
+		}
+		for (b = 0; b < K / 32; b++) {
+			int32_t t = 0;
+
+			for (k = 0; k < 32; k++)
+				t += q[b * 32 + k];
+			sum[b] = t;
+		}
+	}
+}
+
+#define KERN_DECLARE_Q4_K(isa)						\
+	size_t kern_act_row_bytes_q4_k_##isa(unsigned int K,		\
+					     unsigned int group);	\
+	void kern_act_prepare_q4_k_##isa(const void *src,		\
+			size_t src_stride, enum kt_dtype dtype,		\
+			unsigned int rows, unsigned int K,		\
+			unsigned int group, uint8_t *dst,		\
+			size_t dst_stride);				\
+	size_t kern_scratch_bytes_q4_k_##isa(const struct kern_geom *g,\
+					     unsigned int max_m);	\
+	void kern_gate_up_q4_k_##isa(const struct kern_gate_up_args *a);\
+	void kern_down_q4_k_##isa(const struct kern_down_args *a)
+
+KERN_DECLARE_Q4_K(scalar);
+KERN_DECLARE_Q4_K(avx2);
+KERN_DECLARE_Q4_K(avx512);
+
+#define KERN_Q4_K_OPS(isa)						\
+	{								\
+		.act_row_bytes = kern_act_row_bytes_q4_k_##isa,		\
+		.act_prepare = kern_act_prepare_q4_k_##isa,		\
+		.scratch_bytes = kern_scratch_bytes_q4_k_##isa,		\
+		.gate_up = kern_gate_up_q4_k_##isa,			\
+		.down = kern_down_q4_k_##isa,				\
+	}
+
+#endif /* KT_KERNELS_Q4_K_H */

@@ -1,0 +1,559 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gguf-model.c - kt_model_open() on a GGUF file: the stacked expert tensors
+ * (blk.L.ffn_{gate,up,down}_exps.weight) of a MoE architecture, repacked
+ * into kt's tiles with their blocks' values and scales kept as they are
+ * (Documentation/formats.md). Never a second quantization.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/fp.h"
+#include "kernels/pack.h"
+#include "ktcore/cache.h"
+#include "ktcore/core.h"
+#include "ktcore/live.h"
+#include "ktcore/mem.h"
+#include "ktcore/model.h"
+#include "ktcore/moe.h"
+#include "loader/error.h"
+#include "loader/gguf.h"
+#include "loader/gguf-model.h"
+#include "loader/placement.h"
+
+#define BLOB_ALIGN	4096ul
+#define MAX_DIM		(1u << 20)	/* as .ktw: H, I */
+#define MAX_EXPERTS	65536u
+#define MAX_LAYERS	4096u
+
+static const char *const archs[] = {
+	"qwen3moe", "qwen2moe", "deepseek2", "llama", "gpt-oss",
+};
+
+static const char *const mat_names[3] = { "gate", "up", "down" };
+
+struct gguf_model {
+	struct kt_model m;
+	struct core_mem mem;
+};
+
+static void release(struct kt_model *m)
+{
+	struct gguf_model *gm = (struct gguf_model *)m;
+
+	core_mem_free(&gm->mem);
+	free(m->experts);
+	free(m->layer_ids);
+	free(gm);
+}
+
+static int arch_key(const struct ldr_gguf *g, const char *arch,
+		    const char *key, uint64_t max, uint64_t *v, bool need)
+{
+	char k[128];
+	int ret;
+
+	snprintf(k, sizeof(k), "%s.%s", arch, key);
+	ret = ldr_gguf_get_uint(g, k, max, v);
+	if (ret == -ENOENT && need)
+		return ldr_err(-EINVAL, "%s: metadata key %s is missing",
+			       g->path, k);
+	return ret;
+}
+
+/* kt's quantization of a ggml type, with its group (0 when none) */
+static int quant_of(uint32_t type, enum kt_quant *q, unsigned int *group)
+{
+	*group = 0;
+	switch (type) {
+	case LDR_GGML_Q8_0:
+		*q = KT_QUANT_Q8_0;
+		*group = 32;
+		return 0;
+	case LDR_GGML_Q4_K:
+		*q = KT_QUANT_Q4_K;
+		*group = 32;
+		return 0;
+	case LDR_GGML_Q4_0:
+		/* d * (nibble - 8): exactly kt's INT4 with group 32 */
+		*q = KT_QUANT_INT4;
+		*group = 32;
+		return 0;
+	case LDR_GGML_BF16:
+	case LDR_GGML_F16:
+	case LDR_GGML_F32:
+		*q = KT_QUANT_BF16;
+		return 0;
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+
+static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
+			int id, const struct ldr_gguf_tensor *first)
+{
+	uint64_t K = id == KERN_MAT_DOWN ? p->I : p->H;
+	uint64_t N = id == KERN_MAT_DOWN ? p->H : p->I;
+	enum kt_quant q;
+	unsigned int group;
+
+	if (t->n_dims != 3 || t->ne[0] != K || t->ne[1] != N ||
+	    t->ne[2] != p->E)
+		return ldr_err(-EINVAL, "%s: %.*s has shape [%llu, %llu, %llu] (%u dims), expected [%llu, %llu, %llu] from the metadata",
+			       p->g->path, (int)t->name.len, t->name.p,
+			       (unsigned long long)t->ne[0],
+			       (unsigned long long)t->ne[1],
+			       (unsigned long long)t->ne[2], t->n_dims,
+			       (unsigned long long)K, (unsigned long long)N,
+			       (unsigned long long)p->E);
+	if (quant_of(t->type, &q, &group))
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, Q4_K, BF16, F16 and F32 expert tensors",
+			       p->g->path, (int)t->name.len, t->name.p,
+			       ldr_gguf_type_name(t->type));
+	if (!first) {
+		p->type = t->type;
+		p->quant = q;
+		p->group = group;
+	} else if (t->type != p->type) {
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt holds one quantization per model",
+			       p->g->path, (int)t->name.len, t->name.p,
+			       ldr_gguf_type_name(t->type),
+			       (int)first->name.len, first->name.p,
+			       ldr_gguf_type_name(p->type));
+	}
+	return 0;
+}
+
+static int plan_geometry(struct ldr_gguf_src *p)
+{
+	const struct ldr_gguf *g = p->g;
+	unsigned int i;
+	int ret;
+
+	ret = ldr_gguf_get_str(g, "general.architecture", p->arch,
+			       sizeof(p->arch));
+	if (ret == -ENOENT)
+		return ldr_err(-EINVAL, "%s: metadata key general.architecture is missing",
+			       g->path);
+	if (ret)
+		return ret;
+	for (i = 0; i < sizeof(archs) / sizeof(archs[0]); i++)
+		if (!strcmp(p->arch, archs[i]))
+			break;
+	if (i == sizeof(archs) / sizeof(archs[0]))
+		return ldr_err(-EOPNOTSUPP, "%s: architecture '%s' is not a MoE kt reads (qwen3moe, qwen2moe, deepseek2, llama, gpt-oss)",
+			       g->path, p->arch);
+	ret = arch_key(g, p->arch, "embedding_length", MAX_DIM, &p->H, true);
+	if (!ret)
+		ret = arch_key(g, p->arch, "expert_count", MAX_EXPERTS, &p->E,
+			       true);
+	if (!ret)
+		ret = arch_key(g, p->arch, "block_count", MAX_LAYERS,
+			       &p->n_blocks, true);
+	if (ret)
+		return ret;
+	ret = arch_key(g, p->arch, "expert_feed_forward_length", MAX_DIM,
+		       &p->I, false);
+	/* Mixtral (llama): the experts are the feed-forward */
+	if (ret == -ENOENT)
+		ret = arch_key(g, p->arch, "feed_forward_length", MAX_DIM,
+			       &p->I, true);
+	if (ret)
+		return ret;
+	ret = arch_key(g, p->arch, "expert_used_count", MAX_EXPERTS,
+		       &p->top_k, false);
+	if (ret && ret != -ENOENT)
+		return ret;
+	ret = arch_key(g, p->arch, "leading_dense_block_count", MAX_LAYERS,
+		       &p->dense, false);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (!p->E || !p->H || !p->I || !p->n_blocks)
+		return ldr_err(-EINVAL, "%s: %s: embedding_length, expert_feed_forward_length, expert_count and block_count must be nonzero",
+			       g->path, p->arch);
+	if (p->top_k > p->E)
+		return ldr_err(-EINVAL, "%s: %s.expert_used_count %llu exceeds expert_count %llu",
+			       g->path, p->arch, (unsigned long long)p->top_k,
+			       (unsigned long long)p->E);
+	if (p->H % 128)
+		return ldr_err(-EOPNOTSUPP, "%s: hidden size %s.embedding_length = %llu is not a multiple of 128, which kt's packed layout needs",
+			       g->path, p->arch, (unsigned long long)p->H);
+	if (p->I % 128)
+		return ldr_err(-EOPNOTSUPP, "%s: expert intermediate size %s.expert_feed_forward_length = %llu is not a multiple of 128, which kt's packed layout needs",
+			       g->path, p->arch, (unsigned long long)p->I);
+	if (!strcmp(p->arch, "gpt-oss"))
+		return ldr_err(-EOPNOTSUPP, "%s: gpt-oss experts (clamped SwiGLU, expert biases) are not supported yet",
+			       g->path);
+	return 0;
+}
+
+static int plan_layers(struct ldr_gguf_src *p)
+{
+	const struct ldr_gguf_tensor *first = NULL;
+	uint32_t l;
+	int id, ret;
+
+	p->layer_ids = calloc(p->n_blocks, sizeof(*p->layer_ids));
+	p->t = calloc(p->n_blocks, sizeof(*p->t));
+	if (!p->layer_ids || !p->t)
+		return -ENOMEM;
+	for (l = 0; l < p->n_blocks; l++) {
+		const struct ldr_gguf_tensor *t[3];
+		char name[96];
+		int found = 0;
+
+		for (id = 0; id < 3; id++) {
+			snprintf(name, sizeof(name), "blk.%u.ffn_%s_exps.weight",
+				 l, mat_names[id]);
+			t[id] = ldr_gguf_tensor(p->g, name);
+			found += !!t[id];
+		}
+		/* a dense layer (deepseek2's leading ones, or any without
+		 * experts) is not kt's */
+		if (!found)
+			continue;
+		if (l < p->dense)
+			return ldr_err(-EINVAL, "%s: layer %u has expert tensors but leading_dense_block_count is %llu",
+				       p->g->path, l,
+				       (unsigned long long)p->dense);
+		for (id = 0; id < 3; id++) {
+			if (!t[id])
+				return ldr_err(-EINVAL, "%s: blk.%u.ffn_%s_exps.weight is missing (the layer has the other expert tensors)",
+					       p->g->path, l, mat_names[id]);
+			ret = check_tensor(p, t[id], id, first);
+			if (ret)
+				return ret;
+			if (!first)
+				first = t[id];
+			p->t[p->n_layers][id] = t[id];
+		}
+		p->layer_ids[p->n_layers++] = (int32_t)l;
+	}
+	if (!p->n_layers)
+		return ldr_err(-EINVAL, "%s: no stacked expert tensors (blk.L.ffn_gate_exps.weight): not a MoE file, or per-expert tensors of an old conversion",
+			       p->g->path);
+	return 0;
+}
+
+/*
+ * Matrix @id of one expert: @src the expert's [N][K] slice of the stacked
+ * tensor. Q8_0 and Q4_0 blocks become int8 values and f32 scales (the f16
+ * scale exactly), packed 16 rows at a time; float types go through the
+ * packer's bf16 rounding.
+ */
+/* the 6-bit scale and min of sub-block @j of a Q4_K super-block's 12 bytes */
+static void q4k_scale_min(const uint8_t *s, unsigned int j, uint8_t *sc,
+			  uint8_t *mn)
+{
+	if (j < 4) {
+		*sc = s[j] & 63;
+		*mn = s[j + 4] & 63;
+	} else {
+		*sc = (uint8_t)((s[j + 4] & 0xf) | (s[j - 4] >> 6) << 4);
+		*mn = (uint8_t)((s[j + 4] >> 4) | (s[j] >> 6) << 4);
+	}
+}
+
+
+static float f16le(const uint8_t *p)
+{
+	return kern_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
+
+/*
+ * Q4_K: per super-block of 256 (144 bytes): f16 d, f16 dmin, 12 bytes of
+ * 6-bit scales and mins, 128 bytes of nibbles: value 64c + l (l < 32) is
+ * the low nibble of byte 32c + l, value 64c + 32 + l its high nibble.
+ */
+static int pack_q4k(const struct ldr_gguf_src *p, const struct kern_pack_layout *l,
+		    int id, const uint8_t *src, struct ldr_gguf_bufs *bf,
+		    uint8_t *blob,
+		    uint32_t layer, uint32_t e)
+{
+	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
+	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
+	unsigned int nb, r, b, j, c, ns = K / 256;
+
+	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
+		for (r = 0; r < KERN_TILE_ROWS; r++) {
+			const uint8_t *row = src + ((size_t)nb *
+				KERN_TILE_ROWS + r) * ns * 144;
+			int8_t *q = bf->q + (size_t)r * K;
+
+			for (b = 0; b < ns; b++) {
+				const uint8_t *blk = row + (size_t)b * 144;
+				float d = f16le(blk), dm = f16le(blk + 2);
+
+				if (!isfinite(d) || !isfinite(dm))
+					return ldr_err(-EINVAL, "%s: layer %d expert %u %s: super-block %u of row %u has a scale that is not finite",
+						       p->g->path,
+						       p->layer_ids[layer], e,
+						       mat_names[id], b,
+						       nb * KERN_TILE_ROWS + r);
+				bf->d[r * ns + b] = d;
+				bf->dmin[r * ns + b] = dm;
+				for (j = 0; j < 8; j++)
+					q4k_scale_min(blk + 4, j,
+						      &bf->s6[(r * ns + b) * 8 + j],
+						      &bf->m6[(r * ns + b) * 8 + j]);
+				for (c = 0; c < 4; c++)
+					for (j = 0; j < 32; j++) {
+						uint8_t v = blk[16 + 32 * c + j];
+
+						q[b * 256 + 64 * c + j] =
+							(int8_t)(v & 0xf);
+						q[b * 256 + 64 * c + 32 + j] =
+							(int8_t)(v >> 4);
+					}
+			}
+		}
+		kern_pack_rows_q4k(l, id, nb, bf->q, bf->d, bf->dmin, bf->s6,
+				   bf->m6, blob);
+	}
+	return 0;
+}
+
+static int pack_matrix(const struct ldr_gguf_src *p,
+		       const struct kern_pack_layout *l, int id,
+		       const uint8_t *src, struct ldr_gguf_bufs *bf,
+		       uint8_t *blob, uint32_t layer, uint32_t e)
+{
+	int8_t *q = bf->q;
+	float *sc = bf->sc;
+	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
+	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
+	unsigned int nb, r, b, j, nbk = K / 32;
+	size_t bb = p->type == LDR_GGML_Q8_0 ? 34 : 18;
+
+	switch (p->type) {
+	case LDR_GGML_BF16:
+		return kern_pack_matrix(l, id, src, KT_DTYPE_BF16, K, blob);
+	case LDR_GGML_F16:
+		return kern_pack_matrix(l, id, src, KT_DTYPE_F16, K, blob);
+	case LDR_GGML_F32:
+		return kern_pack_matrix(l, id, src, KT_DTYPE_F32, K, blob);
+	case LDR_GGML_Q4_K:
+		return pack_q4k(p, l, id, src, bf, blob, layer, e);
+	}
+	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
+		for (r = 0; r < KERN_TILE_ROWS; r++) {
+			const uint8_t *row = src + ((size_t)nb *
+				KERN_TILE_ROWS + r) * nbk * bb;
+			int8_t *qr = q + (size_t)r * K;
+
+			for (b = 0; b < nbk; b++) {
+				const uint8_t *blk = row + b * bb;
+				float d = kern_f16_to_f32((uint16_t)(blk[0] |
+							  blk[1] << 8));
+
+				if (!isfinite(d))
+					return ldr_err(-EINVAL, "%s: layer %d expert %u %s: block %u of row %u has a scale that is not finite",
+						       p->g->path,
+						       p->layer_ids[layer], e,
+						       mat_names[id], b,
+						       nb * KERN_TILE_ROWS + r);
+				sc[(size_t)r * nbk + b] = d;
+				if (p->type == LDR_GGML_Q8_0) {
+					memcpy(qr + b * 32, blk + 2, 32);
+					continue;
+				}
+				/* Q4_0: element j low nibble, j + 16 high */
+				for (j = 0; j < 16; j++) {
+					qr[b * 32 + j] = (int8_t)((blk[2 + j] &
+								   0xf) - 8);
+					qr[b * 32 + j + 16] =
+						(int8_t)((blk[2 + j] >> 4) - 8);
+				}
+			}
+		}
+		kern_pack_rows_q(l, id, nb, q, sc, blob);
+	}
+	return 0;
+}
+
+int ldr_gguf_src_pack(struct ldr_gguf_src *p, uint32_t layer, uint32_t e,
+		      uint8_t *blob)
+{
+	int id, ret = 0;
+
+	for (id = 0; id < 3 && !ret; id++) {
+		const struct ldr_gguf_tensor *t = p->t[layer][id];
+
+		ret = pack_matrix(p, &p->lay, id, t->data + t->nbytes / p->E * e,
+				  &p->bf, blob, layer, e);
+	}
+	return ret;
+}
+
+void ldr_gguf_src_close(struct ldr_gguf_src *p)
+{
+	if (!p)
+		return;
+	free(p->bf.q);
+	free(p->bf.sc);
+	free(p->bf.d);
+	free(p->bf.dmin);
+	free(p->bf.s6);
+	free(p->bf.m6);
+	free(p->layer_ids);
+	free(p->t);
+	ldr_gguf_close((struct ldr_gguf *)p->g);
+	free(p);
+}
+
+int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out)
+{
+	struct ldr_gguf_src *p = calloc(1, sizeof(*p));
+	struct ldr_gguf *g = NULL;
+	size_t kmax;
+	int ret;
+
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	ret = ldr_gguf_open(path, &g);
+	if (ret) {
+		free(p);
+		return ret;
+	}
+	p->g = g;
+	ret = plan_geometry(p);
+	if (!ret)
+		ret = plan_layers(p);
+	if (!ret) {
+		ret = kern_pack_layout(p->quant, (unsigned int)p->H,
+				       (unsigned int)p->I, p->group, &p->lay);
+		if (ret)
+			ldr_err(ret, "%s: %s", path, p->lay.err);
+	}
+	if (ret)
+		goto err;
+	/* 16 rows of the largest matrix: K <= 2^20 */
+	kmax = p->H > p->I ? p->H : p->I;
+	p->bf.q = malloc(KERN_TILE_ROWS * kmax);
+	p->bf.sc = malloc(KERN_TILE_ROWS * kmax / 32 * sizeof(float));
+	p->bf.d = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
+	p->bf.dmin = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
+	p->bf.s6 = malloc(KERN_TILE_ROWS * kmax / 32);
+	p->bf.m6 = malloc(KERN_TILE_ROWS * kmax / 32);
+	if (!p->bf.q || !p->bf.sc || !p->bf.d || !p->bf.dmin || !p->bf.s6 ||
+	    !p->bf.m6) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	*out = p;
+	return 0;
+err:
+	ldr_gguf_src_close(p);
+	return ret;
+}
+
+static bool masked(const uint64_t *mask, uint32_t e)
+{
+	return mask && (mask[e / 64] >> (e % 64) & 1);
+}
+
+static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
+		 const struct kt_model_opts *o, struct gguf_model *gm)
+{
+	const struct kern_pack_layout *l = &p->lay;
+	struct kt_model *m = &gm->m;
+	struct ldr_placement place;
+	const uint64_t *mask = o->expert_mask;
+	size_t stride, n_blobs = 0, b = 0;
+	uint32_t layer, e;
+	int ret;
+
+	m->ctx = ctx;
+	m->hidden = (uint32_t)p->H;
+	m->inter = (uint32_t)p->I;
+	m->n_experts = (uint32_t)p->E;
+	m->n_layers = p->n_layers;
+	m->quant = p->quant;
+	m->group_size = l->group;
+	m->down_chunk = l->kc;
+	m->expert_bytes = l->total;
+	m->release = release;
+	m->layer_ids = calloc(p->n_layers, sizeof(*m->layer_ids));
+	m->experts = calloc((size_t)p->n_layers * p->E, sizeof(*m->experts));
+	if (!m->layer_ids || !m->experts)
+		return -ENOMEM;
+	memcpy(m->layer_ids, p->layer_ids, p->n_layers * sizeof(int32_t));
+	for (e = 0; e < p->E; e++)
+		n_blobs += !masked(mask, (uint32_t)e);
+	n_blobs *= p->n_layers;
+	stride = (l->total + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
+	ldr_placement_init(&place, l, core_ctx_nodes(ctx), 0, n_blobs,
+			   stride);
+	ret = core_mem_alloc_spread(ctx, n_blobs * stride,
+				    o->flags & KT_MODEL_F_NO_HUGEPAGE ?
+				    CORE_MEM_F_SMALL : CORE_MEM_F_1G,
+				    &place.lay, &gm->mem);
+	if (ret)
+		return ldr_err(ret, "%s: not enough memory for %.1f MiB of experts",
+			       p->g->path, n_blobs * stride / 1048576.0);
+	for (layer = 0; layer < p->n_layers; layer++) {
+		for (e = 0; e < p->E; e++) {
+			struct core_expert *ex = core_model_expert(m, layer, e);
+			uint8_t *blob;
+
+			if (masked(mask, e))
+				continue;
+			blob = gm->mem.base + b++ * stride;
+			ret = ldr_gguf_src_pack(p, layer, e, blob);
+			if (ret)
+				return ret;
+			kern_pack_mat(l, KERN_MAT_GATE, blob, &ex->gate);
+			kern_pack_mat(l, KERN_MAT_UP, blob, &ex->up);
+			kern_pack_mat(l, KERN_MAT_DOWN, blob, &ex->down);
+			ex->present = true;
+			m->resident_bytes += l->total;
+		}
+	}
+	return 0;
+}
+
+int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
+			const struct kt_model_opts *o, struct kt_model **out)
+{
+	struct gguf_model *gm = NULL;
+	struct ldr_gguf_src *p = NULL;
+	int ret;
+
+	ret = ldr_gguf_src_open(path, &p);
+	if (ret)
+		return ret;
+	gm = calloc(1, sizeof(*gm));
+	if (!gm) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = build(ctx, p, o, gm);
+	if (!ret) {
+		ret = core_moe_reserve(ctx, &gm->m);
+		if (ret)
+			ldr_err(ret, "%s: no kernels for %s on this context",
+				path, kt_quant_name(gm->m.quant));
+	}
+	if (!ret)
+		ret = core_live_add(ctx, &gm->m);	/* ops may name it */
+	if (ret)
+		goto out;
+	core_log(ctx, KT_LOG_INFO, "%s: GGUF %s, %u MoE layers x %u experts of %s (kt %s), %llu MiB resident",
+		 path, p->arch, gm->m.n_layers, gm->m.n_experts,
+		 ldr_gguf_type_name(p->type), kt_quant_name(gm->m.quant),
+		 (unsigned long long)(gm->m.resident_bytes >> 20));
+	*out = &gm->m;
+	gm = NULL;
+out:
+	if (gm) {
+		core_model_extras_free(&gm->m);
+		release(&gm->m);
+	}
+	ldr_gguf_src_close(p);
+	return ret;
+}

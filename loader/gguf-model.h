@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gguf-model.h - a model from the expert tensors of a GGUF file, for
+ * kt_model_open() (Documentation/formats.md).
+ */
+#ifndef KT_LOADER_GGUF_MODEL_H
+#define KT_LOADER_GGUF_MODEL_H
+
+#include <kt/kt.h>
+
+#include "kernels/pack.h"
+#include "loader/gguf.h"
+
+/* one row block's worth of a file's blocks, unpacked */
+struct ldr_gguf_bufs {
+	int8_t *q;
+	float *sc, *d, *dmin;
+	uint8_t *s6, *m6;
+};
+
+/*
+ * struct ldr_gguf_src - the MoE layers of a validated GGUF file.
+ * @H, @I, @E, @top_k: geometry from the metadata, checked against
+ *	every expert tensor. @n_layers MoE layers, @layer_ids their block
+ *	numbers. @type: the ggml type of every expert tensor; @quant,
+ *	@group and @lay: kt's layout it is repacked into.
+ */
+struct ldr_gguf_src {
+	const struct ldr_gguf *g;
+	char arch[32];
+	uint64_t H, I, E, top_k, n_blocks, dense;
+	uint32_t n_layers;
+	int32_t *layer_ids;
+	const struct ldr_gguf_tensor *(*t)[3];	/* [n_layers][gate, up, down] */
+	uint32_t type;
+	enum kt_quant quant;
+	unsigned int group;
+	struct kern_pack_layout lay;
+	struct ldr_gguf_bufs bf;
+};
+
+/* Open and plan @path: 0; -EINVAL, -EOPNOTSUPP, -ENOMEM with a message. */
+int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out);
+/* Repack expert @e of MoE layer @layer into @blob (@s->lay.total bytes);
+ * one caller at a time (shared buffers). 0; -EINVAL a bad block scale. */
+int ldr_gguf_src_pack(struct ldr_gguf_src *s, uint32_t layer, uint32_t e,
+		      uint8_t *blob);
+void ldr_gguf_src_close(struct ldr_gguf_src *s);
+
+/*
+ * ldr_gguf_convert() - kt_convert() of a GGUF @o->input: its expert blocks
+ *	as kt holds them, written to the .ktw @o->output. @o->quant 0 (or the
+ *	file's own); a GGUF file is never re-quantized.
+ */
+int ldr_gguf_convert(const struct kt_convert_opts *o);
+
+/*
+ * ldr_gguf_model_open() - validate @path, find its MoE layers and repack
+ *	their expert blocks into node-placed memory.
+ * @o: complete options (sz checked by the caller); expert_mask and
+ *	KT_MODEL_F_NO_HUGEPAGE are honoured, the rest of .ktw's options
+ *	(io, budget, cache) do not apply.
+ * Return: 0; -EINVAL bad file; -EOPNOTSUPP a type, architecture or
+ *	geometry kt does not run; -ENOMEM. kt_last_error() says why.
+ */
+int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
+			const struct kt_model_opts *o, struct kt_model **out);
+
+#endif /* KT_LOADER_GGUF_MODEL_H */

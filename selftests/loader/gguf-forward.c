@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gguf-forward.c - GGUF files of each expert type, opened with
+ * kt_model_open() and run with kt_moe_forward() on every kernel variant
+ * the CPU has, against an f64 reference built here: weights dequantized by
+ * the published block definitions (gguf-write.h), activations quantized
+ * as the type's kernels define (Documentation/formats.md). Bound: rel.
+ * MAE 1e-3 (only f32 summation order and rare rounding flips differ).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <kt/kt.h>
+#include "kt_test.h"
+#include "gguf-write.h"
+
+#define TOL	1e-3
+#define T	7
+#define K	2
+
+/* how the reference quantizes activations, per type */
+enum act_mode { ACT_Q8_0, ACT_INT4, ACT_Q8_K, ACT_BF16 };
+
+/*
+ * In place, @n values of @x: Q8_0 per 32 (scale amax/127 rounded to f16,
+ * q = rint(x * 127/amax)); INT4 (kt's INT4 rule) per @grp values (the row
+ * of H, or a chunk of 128) with the f32 scale amax/127; Q8_K (for Q4_K)
+ * the same per 256 (x) or per 128 chunk (the intermediate); BF16 rounding.
+ */
+static void act_quant(float *x, unsigned int n, enum act_mode mode,
+		      unsigned int grp)
+{
+	unsigned int i, j;
+
+	if (mode == ACT_BF16) {
+		for (i = 0; i < n; i++)
+			x[i] = gw_bf2f(gw_f2bf(x[i]));
+		return;
+	}
+	if (mode == ACT_Q8_0)
+		grp = 32;
+	if (mode == ACT_Q8_K && grp > 256)
+		grp = 256;
+	for (i = 0; i < n; i += grp) {
+		float amax = 0, inv, s;
+
+		for (j = 0; j < grp; j++)
+			amax = fmaxf(amax, fabsf(x[i + j]));
+		inv = amax > 0 ? 127.0f / amax : 0;
+		s = amax / 127.0f;
+		if (mode == ACT_Q8_0 && s > 0)
+			s = gw_h2f(gw_f2h(s));
+		for (j = 0; j < grp; j++)
+			x[i + j] = rintf(x[i + j] * inv) * s;
+	}
+}
+
+struct ref {
+	const uint8_t *img;
+	const struct gw_tensor *t;	/* the layer's gate, up, down */
+	uint32_t H, I, E, type;
+	enum act_mode mode;
+};
+
+/* element (n, k) of expert e of matrix m, as kt must see it */
+static double wget(const struct ref *r, size_t data, int m, uint32_t e,
+		   uint64_t n, uint64_t k)
+{
+	const struct gw_tensor *t = &r->t[m];
+	uint64_t Km = m == 2 ? r->I : r->H, Nm = m == 2 ? r->H : r->I;
+	const uint8_t *d = r->img + data + t->off + t->bytes / r->E * e;
+	double v = gw_get(d, r->type, Km, n, k);
+
+	(void)Nm;
+	/* F16 and F32 are held as BF16 (a documented rounding) */
+	if (r->type == GW_F16 || r->type == GW_F32)
+		v = gw_bf2f(gw_f2bf((float)v));
+	return v;
+}
+
+static void forward_ref(const struct ref *r, size_t data, const float *x,
+			const int32_t *ids, const float *w, double *y)
+{
+	float *xq = malloc(r->H * 4), *a = malloc(r->I * 4);
+	unsigned int t, j, n, k;
+
+	for (t = 0; t < T; t++) {
+		memcpy(xq, x + (size_t)t * r->H, r->H * 4);
+		act_quant(xq, r->H, r->mode, r->H);
+		for (n = 0; n < r->H; n++)
+			y[(size_t)t * r->H + n] = 0;
+		for (j = 0; j < K; j++) {
+			uint32_t e = (uint32_t)ids[t * K + j];
+
+			for (n = 0; n < r->I; n++) {
+				double g = 0, u = 0;
+
+				for (k = 0; k < r->H; k++) {
+					g += wget(r, data, 0, e, n, k) * xq[k];
+					u += wget(r, data, 1, e, n, k) * xq[k];
+				}
+				a[n] = (float)(g / (1 + exp(-g)) * u);
+			}
+			/* the intermediate is quantized per KC = 128 chunk */
+			act_quant(a, r->I, r->mode, 128);
+			for (n = 0; n < r->H; n++) {
+				double s = 0;
+
+				for (k = 0; k < r->I; k++)
+					s += wget(r, data, 2, e, n, k) * a[k];
+				y[(size_t)t * r->H + n] += w[t * K + j] * s;
+			}
+		}
+	}
+	free(xq);
+	free(a);
+}
+
+/*
+ * kt convert of the file to a .ktw: the same blobs, so the same y bits as
+ * the GGUF file opened directly; a --method is refused.
+ */
+static void ktw_same(struct kt_test_meta *_metadata, const char *path,
+		     struct gw_cfg c, const float *x, const int32_t *ids,
+		     const float *w)
+{
+	char out[64];
+	struct kt_convert_opts co = { .sz = sizeof(co), .input = path,
+				      .output = out, .layer_last = -1 };
+	struct kt_ctx_opts o = { .sz = sizeof(o), .threads = 2,
+				 .flags = KT_CTX_F_NO_PIN };
+	struct kt_model *mg, *mk;
+	struct kt_ctx *ctx;
+	static float y1[T * 512], y2[T * 512];
+	struct kt_moe_args a = {
+		.x = x, .ids = ids, .w = w, .tokens = T, .top_k = K,
+		.x_dtype = KT_DTYPE_F32, .ids_dtype = KT_DTYPE_I32,
+		.y_dtype = KT_DTYPE_F32,
+	};
+
+	snprintf(out, sizeof(out), "/tmp/kt-gguf-%d.ktw", (int)getpid());
+	co.quant = KT_QUANT_INT8;
+	EXPECT_EQ(kt_convert(&co), -EINVAL);
+	co.quant = 0;
+	if (kt_convert(&co))
+		TH_LOG("%s", kt_last_error());
+	ASSERT_EQ(kt_convert(&co), 0);
+	ASSERT_EQ(kt_ctx_create(&o, &ctx), 0);
+	ASSERT_EQ(kt_model_open(ctx, path, NULL, &mg), 0);
+	ASSERT_EQ(kt_model_open(ctx, out, NULL, &mk), 0);
+	unlink(out);
+	a.layer = c.L - c.dense - 1;
+	a.y = y1;
+	ASSERT_EQ(kt_moe_forward(ctx, mg, &a), 0);
+	a.y = y2;
+	ASSERT_EQ(kt_moe_forward(ctx, mk, &a), 0);
+	EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
+	EXPECT_EQ(kt_model_layer_index(mk, (int32_t)(c.L - 1)),
+		  (int)(c.L - c.dense - 1));
+	kt_model_destroy(mg);
+	kt_model_destroy(mk);
+	kt_ctx_destroy(ctx);
+}
+
+static const enum kt_isa isas[] = { KT_ISA_SCALAR, KT_ISA_AVX2,
+				    KT_ISA_AVX512, KT_ISA_AUTO };
+
+static void run_type(struct kt_test_meta *_metadata, struct gw_cfg c,
+		     enum kt_quant want, enum act_mode mode)
+{
+	struct gw_tensor t[64];
+	struct gw_buf b;
+	size_t n, data;
+	uint64_t s = 99;
+	char *path;
+	float x[T * 512], w[T * K], y[T * 512];
+	int32_t ids[T * K];
+	double ref[T * 512], num, den;
+	unsigned int i, li, tested = 0;
+
+	ASSERT_LE(c.H, 512u);
+	gw_build(&c, &b, t, &n, &data);
+	path = gw_save(&b);
+	ASSERT_NE(path, NULL);
+	for (i = 0; i < T * c.H; i++)
+		x[i] = (float)((double)(gw_rand(&s) % 20001) / 10000.0 - 1.0);
+	for (i = 0; i < T * K; i++) {
+		/* distinct experts per token */
+		ids[i] = (int32_t)((i / K * 3 + i % K) % c.E);
+		w[i] = 0.25f + (float)(gw_rand(&s) % 100) / 100.0f;
+	}
+	for (i = 0; i < sizeof(isas) / sizeof(isas[0]); i++) {
+		struct kt_ctx_opts o = { .sz = sizeof(o), .threads = 2,
+					 .flags = KT_CTX_F_NO_PIN,
+					 .isa = isas[i] };
+		struct kt_model_info info;
+		struct kt_ctx *ctx;
+		struct kt_model *m;
+
+		if (kt_ctx_create(&o, &ctx)) {
+			TH_LOG("%s: not on this CPU", kt_isa_name(isas[i]));
+			continue;
+		}
+		if (kt_model_open(ctx, path, NULL, &m))
+			TH_LOG("%s", kt_last_error());
+		ASSERT_EQ(kt_model_open(ctx, path, NULL, &m), 0);
+		kt_model_get_info(m, &info);
+		EXPECT_EQ(info.quant, want);
+		EXPECT_EQ(info.hidden, c.H);
+		EXPECT_EQ(info.inter, c.I);
+		EXPECT_EQ(info.n_layers, c.L - c.dense);
+		for (li = 0; li < c.L - c.dense; li++) {
+			struct kt_moe_args a = {
+				.x = x, .ids = ids, .w = w, .y = y,
+				.tokens = T, .top_k = K, .layer = li,
+				.x_dtype = KT_DTYPE_F32,
+				.ids_dtype = KT_DTYPE_I32,
+				.y_dtype = KT_DTYPE_F32,
+			};
+			struct ref r = { b.p, &t[3 * li], c.H, c.I, c.E,
+					 c.type, mode };
+
+			EXPECT_EQ(kt_model_layer_index(m, (int32_t)(c.dense +
+							      li)), (int)li);
+			ASSERT_EQ(kt_moe_forward(ctx, m, &a), 0);
+			forward_ref(&r, data, x, ids, w, ref);
+			num = den = 0;
+			for (n = 0; n < T * c.H; n++) {
+				num += fabs(y[n] - ref[n]);
+				den += fabs(ref[n]);
+			}
+			TH_LOG("%s %s layer %u: rel. MAE %.2e (bound %.0e)",
+			       kt_isa_name(kt_ctx_isa(ctx)),
+			       kt_quant_name(want), c.dense + li, num / den,
+			       TOL);
+			EXPECT_LT(num / den, TOL);
+			EXPECT_GT(den, 0);
+		}
+		tested++;
+		kt_model_destroy(m);
+		kt_ctx_destroy(ctx);
+	}
+	EXPECT_GT(tested, 0u);
+	ktw_same(_metadata, path, c, x, ids, w);
+	unlink(path);
+	free(path);
+	free(b.p);
+}
+
+static const struct gw_cfg base = {
+	.arch = "qwen3moe", .H = 256, .I = 384, .E = 5, .k = K, .L = 1,
+	.seed = 11,
+};
+
+TEST(q8_0_qwen3moe)
+{
+	struct gw_cfg c = base;
+
+	c.type = GW_Q8_0;
+	run_type(_metadata, c, KT_QUANT_Q8_0, ACT_Q8_0);
+}
+
+/* Q4_0 is kt's INT4 with group 32: the blocks' values as they are */
+TEST(q4_0_deepseek2_dense_layer_skipped)
+{
+	struct gw_cfg c = base;
+
+	c.arch = "deepseek2";
+	c.type = GW_Q4_0;
+	c.L = 3;
+	c.dense = 1;
+	c.alignment = 64;
+	run_type(_metadata, c, KT_QUANT_INT4, ACT_INT4);
+}
+
+/* Q4_K: H and I multiples of its super-block of 256 */
+TEST(q4_k_qwen3moe)
+{
+	struct gw_cfg c = base;
+
+	c.type = GW_Q4_K;
+	c.H = 512;
+	c.I = 256;
+	c.L = 2;
+	run_type(_metadata, c, KT_QUANT_Q4_K, ACT_Q8_K);
+}
+
+TEST(bf16_mixtral_llama)
+{
+	struct gw_cfg c = base;
+
+	c.arch = "llama";
+	c.no_ffl = 1;
+	c.type = GW_BF16;
+	run_type(_metadata, c, KT_QUANT_BF16, ACT_BF16);
+}
+
+TEST(f16_and_f32_as_bf16_qwen2moe)
+{
+	struct gw_cfg c = base;
+
+	c.arch = "qwen2moe";
+	c.type = GW_F16;
+	run_type(_metadata, c, KT_QUANT_BF16, ACT_BF16);
+	c.type = GW_F32;
+	c.version = 2;
+	run_type(_metadata, c, KT_QUANT_BF16, ACT_BF16);
+}
+
+TEST_HARNESS_MAIN
