@@ -59,6 +59,12 @@ int core_gpu_pack_expert(const struct kt_model *m,
 			 const struct core_expert *ex,
 			 const struct gpu_layout *gl, uint8_t *dst);
 
+/*
+ * Serve @m's residency table (kt_model_place()) with the context's GPU,
+ * once. 0 (also when @m has a table); -ENODEV no GPU; -ENOMEM.
+ */
+int core_gpu_place_attach(struct kt_model *m);
+
 /* Handler of KT_OP_MOE: core_moe_op() with the GPU experts split off. */
 int core_moe_gpu_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);
 

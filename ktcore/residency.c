@@ -14,6 +14,7 @@
 #include "ktcore/core.h"
 #include "ktcore/model.h"
 #include "ktcore/place.h"
+#include "ktcore/moe-gpu.h"
 #include "ktcore/residency.h"
 
 struct core_residency {
@@ -231,6 +232,9 @@ KT_EXPORT int kt_model_place(struct kt_model *m, const uint64_t *masks)
 
 	if (!m || !masks)
 		return -EINVAL;
+	ret = core_gpu_place_attach(m);	/* the GPU as the backend, once */
+	if (ret && ret != -ENODEV)
+		return ret;
 	r = m->residency;
 	if (!r)
 		return -ENODEV;
@@ -304,6 +308,9 @@ KT_EXPORT int kt_model_replace(struct kt_model *m,
 
 	if (!m || !opts || CORE_OPTS_GET(&o, opts, counts))
 		return -EINVAL;
+	ret = core_gpu_place_attach(m);
+	if (ret && ret != -ENODEV)
+		return ret;
 	r = m->residency;
 	if (!r)
 		return -ENODEV;

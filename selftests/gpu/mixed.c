@@ -245,6 +245,37 @@ TEST_F(mixed, all_on_gpu)
 	op_free(&p);
 }
 
+/* kt_model_place() on a context with a GPU moves experts with the device
+ * table: the published set and the op's split agree */
+TEST_F(mixed, place_moves_experts_to_the_gpu)
+{
+	struct env *v = &self->v;
+	uint64_t masks[2] = { 0, 1u << 0 | 1u << 3 | 1u << 5 };
+	struct op p;
+	long l0;
+
+	/* uploaded by hand first: kept, not uploaded again */
+	ASSERT_EQ(kt_model_gpu_upload(v->m, 1, 0), 0);
+	EXPECT_EQ(kt_model_place(v->m, masks), 2);
+	EXPECT_EQ(kt_model_gpu_resident(v->m, 1, 3), 1);
+	EXPECT_EQ(kt_model_gpu_resident(v->m, 1, 5), 1);
+	EXPECT_EQ(kt_model_gpu_resident(v->m, 1, 1), 0);
+	op_init(&p, 12, 31);
+	l0 = v->s.launches();
+	ASSERT_EQ(op_run(v, &p, 0), 0);
+	EXPECT_GT(v->s.launches(), l0);
+	EXPECT_LE(op_err(v, &p, NULL), tol_of(variant->q));
+	/* down to expert 3: 0 and 5 leave the GPU */
+	masks[1] = 1u << 3;
+	EXPECT_EQ(kt_model_place(v->m, masks), 2);
+	EXPECT_EQ(kt_model_gpu_resident(v->m, 1, 0), 0);
+	EXPECT_EQ(kt_model_gpu_resident(v->m, 1, 5), 0);
+	EXPECT_EQ(kt_model_gpu_resident(v->m, 1, 3), 1);
+	ASSERT_EQ(op_run(v, &p, 0), 0);
+	EXPECT_LE(op_err(v, &p, NULL), tol_of(variant->q));
+	op_free(&p);
+}
+
 /* the stand-in's device memory is host memory: any pointer is a device one */
 TEST_F(mixed, device_pointers)
 {
