@@ -71,11 +71,14 @@ void core_misuse(const struct kt_ctx *ctx, const char *fmt, ...)
 
 	va_start(ap, fmt);
 #ifdef KT_DEBUG
-	(void)ctx;
-	fputs("kt: misuse: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	abort();
+	{	/* one write: the message is not torn by other threads */
+		char msg[512];
+
+		(void)ctx;
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		fprintf(stderr, "kt: misuse: %s\n", msg);
+		abort();
+	}
 #else
 	log_emit(ctx, KT_LOG_ERROR, fmt, ap);
 #endif

@@ -12,7 +12,7 @@ pass=0 fail=0
 export KT_ISA=avx2 KT_TEST_TIMEOUT_SCALE=30
 for bin in "$@"; do
 	echo "# valgrind: ${bin#build/}"
-	out=$(valgrind -q --error-exitcode=99 --leak-check=full \
+	out=$(valgrind -q --fair-sched=yes --error-exitcode=99 --leak-check=full \
 		--errors-for-leak-kinds=definite --show-leak-kinds=definite \
 		--child-silent-after-fork=no "$bin" 2>&1)
 	rc=$?

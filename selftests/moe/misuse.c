@@ -202,6 +202,7 @@ static void expect_abort(struct kt_test_meta *_metadata,
 {
 	char buf[4096] = "";
 	int p[2], status;
+	size_t len;
 	ssize_t n;
 	pid_t pid;
 
@@ -219,8 +220,13 @@ static void expect_abort(struct kt_test_meta *_metadata,
 		_exit(0);	/* no abort: the misuse went unseen */
 	}
 	close(p[1]);
-	n = read(p[0], buf, sizeof(buf) - 1);
-	buf[n > 0 ? n : 0] = '\0';
+	/* to the end: the message may come in several writes */
+	for (len = 0; len < sizeof(buf) - 1; len += (size_t)n) {
+		n = read(p[0], buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			break;
+	}
+	buf[len] = '\0';
 	close(p[0]);
 	ASSERT_EQ(waitpid(pid, &status, 0), pid);
 	TH_LOG("%s: %s", what, buf);
