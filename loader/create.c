@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ktcore/live.h"
+#include "loader/error.h"
 #include "ktcore/moe.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
@@ -63,9 +64,8 @@ static int alloc_blobs(struct kt_ctx *ctx, struct mem_model *mm,
 				     &place.lay, &mm->mem);
 }
 
-KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
-			      const struct kt_model_desc *desc,
-			      struct kt_model **out)
+static int model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
+			struct kt_model **out)
 {
 	struct kt_model_desc dd;
 	struct kern_pack_layout l;
@@ -162,4 +162,12 @@ err_free:
 	free(m->layer_ids);
 	free(mm);
 	return ret;
+}
+
+KT_EXPORT int kt_model_create(struct kt_ctx *ctx,
+			      const struct kt_model_desc *desc,
+			      struct kt_model **out)
+{
+	ldr_err_clear();
+	return ldr_err_ensure(model_create(ctx, desc, out), "kt_model_create");
 }

@@ -5,6 +5,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ktcore/core.h"
 #include "loader/error.h"
@@ -24,6 +25,14 @@ int ldr_err(int err, const char *fmt, ...)
 void ldr_err_clear(void)
 {
 	last_error[0] = '\0';
+}
+
+int ldr_err_ensure(int err, const char *what)
+{
+	if (err < 0 && !last_error[0])
+		snprintf(last_error, sizeof(last_error), "%s: %s", what,
+			 strerror(-err));
+	return err;
 }
 
 KT_EXPORT const char *kt_last_error(void)

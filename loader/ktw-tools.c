@@ -222,9 +222,8 @@ static void remove_stale_stagings(const char *dir, const char *base)
 	free(prefix);
 }
 
-KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
-			   size_t out_len, kt_progress_fn progress,
-			   void *progress_arg)
+static int stage(const char *path, const char *dir, char *out,
+		 size_t out_len, kt_progress_fn progress, void *progress_arg)
 {
 	const char *base = strrchr(path, '/');
 	char *dst = NULL, *tmp = NULL;
@@ -345,4 +344,14 @@ out:
 	free(tmp);
 	ldr_ktw_close(k);
 	return ret;
+}
+
+KT_EXPORT int kt_ktw_stage(const char *path, const char *dir, char *out,
+			   size_t out_len, kt_progress_fn progress,
+			   void *progress_arg)
+{
+	ldr_err_clear();
+	return ldr_err_ensure(stage(path, dir, out, out_len, progress,
+				    progress_arg),
+			      path ? path : "kt_ktw_stage");
 }

@@ -299,9 +299,8 @@ static int load_map(struct kt_ctx *ctx, struct ldr_ktw *k,
 	return 0;
 }
 
-KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
-			    const struct kt_model_opts *opts,
-			    struct kt_model **out)
+static int model_open(struct kt_ctx *ctx, const char *path,
+		      const struct kt_model_opts *opts, struct kt_model **out)
 {
 	struct kern_pack_layout lay;
 	struct kt_model_opts o;
@@ -420,4 +419,13 @@ err:
 		core_log(ctx, KT_LOG_DEBUG, "%s", kt_last_error());
 	ldr_ktw_close(k);
 	return ret;
+}
+
+KT_EXPORT int kt_model_open(struct kt_ctx *ctx, const char *path,
+			    const struct kt_model_opts *opts,
+			    struct kt_model **out)
+{
+	ldr_err_clear();
+	return ldr_err_ensure(model_open(ctx, path, opts, out),
+			      path ? path : "kt_model_open");
 }

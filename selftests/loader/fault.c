@@ -86,7 +86,11 @@ static void walk(struct kt_test_meta *_metadata, const char *what,
 				ASSERT_EQ(dir_entries(dir), base);
 				/* and it works again once the fault is gone */
 				ldr_fault_set(NULL);
-				ASSERT_EQ(op(arg), 0);
+				ret = op(arg);
+				if (ret)
+					TH_LOG("%s after %s: %d (%s)", what,
+					       spec, ret, kt_last_error());
+				ASSERT_EQ(ret, 0);
 			}
 			if (out)
 				unlink(out);
