@@ -179,11 +179,12 @@ int main(int argc, char **argv)
 					   32, 48, 64, 96, 128, 192, 256 };
 	enum kt_quant q = KT_QUANT_INT8;
 	unsigned int H = 2048, I = 768, G = 128, reps = 3, r, mi, mmax = 256;
+	unsigned int mmin = 1;
 	size_t total = 768ull << 20;
 	struct cross c = { 0 };
 	int opt;
 
-	while ((opt = getopt(argc, argv, "q:H:I:g:r:s:M:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "q:H:I:g:r:s:m:M:o:")) != -1) {
 		switch (opt) {
 		case 'q':
 			q = !strcmp(optarg, "int4") ? KT_QUANT_INT4 :
@@ -195,12 +196,13 @@ int main(int argc, char **argv)
 		case 'g': G = (unsigned int)atoi(optarg); break;
 		case 'r': reps = (unsigned int)atoi(optarg); break;
 		case 's': total = (size_t)atol(optarg) << 20; break;
+		case 'm': mmin = (unsigned int)atoi(optarg); break;
 		case 'M': mmax = (unsigned int)atoi(optarg); break;
 		case 'o': c.only = !strcmp(optarg, "gate_up") ? 1 : 2; break;
 		default:
 			fprintf(stderr, "usage: amx-cross [-q int8|int4|bf16] "
 				"[-H hidden] [-I inter] [-g group] [-r reps] "
-				"[-s weight MiB] [-M max m] "
+				"[-s weight MiB] [-m min m] [-M max m] "
 				"[-o gate_up|down]\n");
 			return 2;
 		}
@@ -224,6 +226,9 @@ int main(int argc, char **argv)
 	pass(&c, 1, 0);
 	for (mi = 0; mi < sizeof(ms) / sizeof(ms[0]) && ms[mi] <= mmax; mi++) {
 		double best[2] = { 1e300, 1e300 }, peak = 0, p;
+
+		if (ms[mi] < mmin)
+			continue;
 
 		for (r = 0; r < reps; r++) {
 			int t;
