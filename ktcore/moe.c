@@ -398,20 +398,43 @@ static void route(const struct moe_job *j, struct moe_node *n)
 }
 
 /*
- * Task sizes: the largest blocks that still give every worker a few tasks.
- * gate+up blocks divide KC (so chunks complete), down blocks divide H.
+ * Gate+up rows per task. Blocks divide KC, or are whole chunks (a multiple
+ * of KC that divides the slice), so that each chunk is finished by one task
+ * or shared evenly. Whole chunks go to nodes whose groups average enough
+ * tokens for the many-token kernels: those gather their activations into
+ * tile order once per call, so fewer, taller calls gather less (one per
+ * group and node at best instead of one per KC rows).
+ */
+static unsigned int plan_rows(const struct moe_job *j,
+			      const struct moe_node *n, unsigned int want)
+{
+	unsigned int slice = n->i1 - n->i0, nch = slice / j->kc, c, rb;
+	unsigned int slots = n->n_groups ? n->groups[n->n_groups - 1].slot0 +
+			     n->groups[n->n_groups - 1].m : 0;
+
+	if (j->qo->gate_up_many && n->n_groups &&
+	    slots / n->n_groups >= j->qo->many_min_m)
+		for (c = nch; c > 1; c--)
+			if (nch % c == 0 && n->n_groups * (nch / c) >= want)
+				return c * j->kc;
+	rb = j->kc;
+	while (rb > 16 && n->n_groups * (slice / rb) < want)
+		rb /= 2;
+	return rb;
+}
+
+/*
+ * Task sizes: the largest blocks that still give every worker a few tasks
+ * (gate+up: plan_rows()); down blocks divide H.
  */
 static void plan(const struct moe_job *j, struct moe_node *n,
 		 unsigned int threads)
 {
 	unsigned int want = threads * MOE_TASKS_PER_WORKER;
-	unsigned int slice = n->i1 - n->i0, rb, cb;
+	unsigned int slice = n->i1 - n->i0, cb;
 
-	rb = j->kc;
-	while (rb > 16 && n->n_groups * (slice / rb) < want)
-		rb /= 2;
-	n->rb = rb;
-	n->n_rb = slice / rb;
+	n->rb = plan_rows(j, n, want);
+	n->n_rb = slice / n->rb;
 	n->n_gu = n->n_groups * n->n_rb;
 	memset(n->done, 0, (size_t)n->n_groups * (slice / j->kc) * 4);
 	cb = 256;
@@ -470,12 +493,39 @@ static void prepare_inline(const struct moe_job *j)
 
 /* ---- phase 2: gate + up, intermediate quantized per finished chunk ------- */
 
+/*
+ * Task @t of group @g wrote rows [r0, r0 + rb) of the intermediate: count
+ * it in each chunk it touches; the task that completes a chunk quantizes
+ * it (for down).
+ */
+static void gate_up_done(const struct moe_job *j, struct moe_node *n,
+			 const struct moe_group *g, uint32_t t,
+			 unsigned int r0)
+{
+	unsigned int slice = n->i1 - n->i0, nch = slice / j->kc;
+	unsigned int per_chunk = n->rb < j->kc ? j->kc / n->rb : 1;
+	unsigned int c, c1 = (r0 + n->rb + j->kc - 1) / j->kc;
+
+	for (c = r0 / j->kc; c < c1; c++) {
+		uint32_t *done = &n->done[(t / n->n_rb) * nch + c];
+
+		/* acq_rel: the last block of a chunk sees the other blocks'
+		 * rows of a (their release), then quantizes the whole chunk */
+		if (__atomic_add_fetch(done, 1, __ATOMIC_ACQ_REL) != per_chunk)
+			continue;
+		j->qo->act_prepare(n->a + (size_t)g->slot0 * slice +
+				   c * j->kc, (size_t)slice * 4, KT_DTYPE_F32,
+				   g->m, j->kc, j->group,
+				   n->aact + (size_t)g->slot0 * n->d.arb +
+				   c * j->crb, n->d.arb);
+	}
+}
+
 static void phase_gate_up(void *arg, const struct core_worker_info *w)
 {
 	const struct moe_job *j = arg;
 	struct moe_node *n = j->priv->nodes[w->node_idx];
-	unsigned int slice = n->i1 - n->i0, nch = slice / j->kc;
-	unsigned int per_chunk = j->kc / (n->rb ? n->rb : 1);
+	unsigned int slice = n->i1 - n->i0;
 	void *scratch = n->wscratch + (size_t)w->id * n->d.wsb;
 	uint32_t t;
 
@@ -486,7 +536,6 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 		const struct moe_group *g = &n->groups[t / n->n_rb];
 		const struct core_expert *ex = &j->experts[g->expert];
 		unsigned int r0 = (t % n->n_rb) * n->rb;	/* in slice */
-		unsigned int c = r0 / j->kc;
 		struct kern_gate_up_args ga = {
 			.gate = &ex->gate, .up = &ex->up, .N = j->I, .K = j->H,
 			.group = j->group, .n0 = n->i0 + r0,
@@ -496,7 +545,6 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 			.out = n->a + (size_t)g->slot0 * slice + r0,
 			.out_stride = slice, .scratch = scratch,
 		};
-		uint32_t *done = &n->done[(t / n->n_rb) * nch + c];
 
 		/* the first pass takes the resident experts, the second
 		 * the ones that were being read */
@@ -506,15 +554,7 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 			j->qo->gate_up_many(&ga);
 		else
 			j->qo->gate_up(&ga);
-		/* acq_rel: the last block of a chunk sees the other blocks'
-		 * rows of a (their release), then quantizes the whole chunk */
-		if (__atomic_add_fetch(done, 1, __ATOMIC_ACQ_REL) != per_chunk)
-			continue;
-		j->qo->act_prepare(n->a + (size_t)g->slot0 * slice +
-				   c * j->kc, (size_t)slice * 4, KT_DTYPE_F32,
-				   g->m, j->kc, j->group,
-				   n->aact + (size_t)g->slot0 * n->d.arb +
-				   c * j->crb, n->d.arb);
+		gate_up_done(j, n, g, t, r0);
 	}
 }
 
