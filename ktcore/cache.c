@@ -465,19 +465,18 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 			const struct kt_moe_args *a, struct core_cache_op *op)
 {
 	struct core_cache *c = m->cache;
-	uint64_t *route = m->route ? m->route + (size_t)a->layer * m->n_experts :
-			  NULL;
 	const struct core_expert *ex = core_model_expert(m, a->layer, 0);
-	uint32_t t, s, s2, i;
+	uint32_t t, s, i;
 	int ret;
 
 	op->ready = NULL;
 	op->t0 = c ? core_now_ns() : 0;
-	if (c) {
-		c->gen++;
-		c->n_need = 0;
-		c->layer = a->layer;
-	}
+	core_stats_count(m, a);
+	if (!c)
+		return 0;
+	c->gen++;
+	c->n_need = 0;
+	c->layer = a->layer;
 	for (t = 0; t < a->tokens; t++) {
 		size_t base = (size_t)t * a->top_k;
 
@@ -486,28 +485,15 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 
 			if (id < 0 || id >= m->n_experts)
 				continue;
-			for (s2 = 0; s2 < s; s2++)
-				if (load_id(a, base + s2) == id)
-					break;
-			if (s2 < s)
-				continue;	/* a token counts once */
-			/* every routed expert counts, also those on the GPU
-			 * or skipped here: placement reads their heat */
-			if (route)
-				/* relaxed: a counter; readers see it later */
-				__atomic_fetch_add(&route[id], 1,
-						   __ATOMIC_RELAXED);
 			if (!ex[id].present || (a->skip_mask &&
 			    (a->skip_mask[id / 64] >> (id % 64) & 1)))
 				continue;
-			if (c && c->mark[id] != c->gen) {
+			if (c->mark[id] != c->gen) {
 				c->mark[id] = c->gen;
 				c->need[c->n_need++] = (uint32_t)id;
 			}
 		}
 	}
-	if (!c)
-		return 0;
 	ur_slots_reap(c->io, false);
 	for (i = 0; i < c->n_need; i++) {
 		uint32_t e = c->need[i], ge = a->layer * c->E + e;

@@ -18,6 +18,14 @@ struct core_cache;
 
 /* Allocate @m's counters if it has none (core_moe_reserve). 0; -ENOMEM. */
 int core_stats_reserve(const struct kt_model *m);
+/*
+ * Count the tokens of @a per expert of its layer (a token naming an expert
+ * twice counts once; out-of-range ids not at all). Every routed expert
+ * counts, also those the op skips or the GPU runs: placement reads their
+ * heat. The executor calls it once per op (core_cache_op_begin), the GPU
+ * path for a chunk it runs without the executor.
+ */
+void core_stats_count(const struct kt_model *m, const struct kt_moe_args *a);
 /* Free what stats.c and cache.c hung on @m (kt_model_destroy). */
 void core_model_extras_free(struct kt_model *m);
 

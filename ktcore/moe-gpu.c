@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/fp.h"
+#include "ktcore/cache.h"
 #include "ktcore/ctx.h"
 #include "ktcore/moe.h"
 #include "ktcore/moe-gpu.h"
@@ -401,6 +402,13 @@ static int run_chunk(struct core_gpu_op *o, uint32_t t0, uint32_t tc)
 			sub.moe.flags &= ~KT_MOE_F_ACCUMULATE;
 		}
 		ret = core_moe_op(o->ctx, &sub);
+	} else {
+		/* no CPU part to count the chunk's routes (placement reads
+		 * the heat of the GPU's experts too) */
+		sub = *o->sqe;
+		sub.moe.ids = ids;
+		sub.moe.tokens = tc;
+		core_stats_count(o->m, &sub.moe);
 	}
 sync:
 	ret2 = gpu_check(d, d->cu.stream_synchronize(d->stream),

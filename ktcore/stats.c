@@ -27,6 +27,40 @@ int core_stats_reserve(const struct kt_model *m)
 	return mm->route ? 0 : -ENOMEM;
 }
 
+static int64_t route_id(const struct kt_moe_args *a, size_t i)
+{
+	if (a->ids_dtype == KT_DTYPE_I64)
+		return ((const int64_t *)a->ids)[i];
+	return ((const int32_t *)a->ids)[i];
+}
+
+void core_stats_count(const struct kt_model *m, const struct kt_moe_args *a)
+{
+	uint64_t *route;
+	uint32_t t, s, s2;
+
+	if (!m->route)
+		return;
+	route = m->route + (size_t)a->layer * m->n_experts;
+	for (t = 0; t < a->tokens; t++) {
+		size_t base = (size_t)t * a->top_k;
+
+		for (s = 0; s < a->top_k; s++) {
+			int64_t id = route_id(a, base + s);
+
+			if (id < 0 || id >= m->n_experts)
+				continue;
+			for (s2 = 0; s2 < s; s2++)
+				if (route_id(a, base + s2) == id)
+					break;
+			if (s2 == s)
+				/* relaxed: a counter; readers see it later */
+				__atomic_fetch_add(&route[id], 1,
+						   __ATOMIC_RELAXED);
+		}
+	}
+}
+
 void core_model_extras_free(struct kt_model *m)
 {
 	if (!m)

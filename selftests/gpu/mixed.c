@@ -126,6 +126,27 @@ static int op_run(struct env *v, struct op *p, uint32_t flags)
 	return kt_moe_forward(v->ctx, v->m, &a);
 }
 
+/* Layer 1's route counters read what op @p routes, counted by hand. */
+static int routes_match(struct env *v, const struct op *p)
+{
+	uint64_t got[E], want[E] = { 0 };
+	unsigned int t, j, j2;
+
+	if (kt_model_route_counts(v->m, 1, got))
+		return 0;
+	for (t = 0; t < p->T; t++)
+		for (j = 0; j < K; j++) {
+			int64_t id = p->ids[t * K + j];
+
+			for (j2 = 0; j2 < j; j2++)
+				if (p->ids[t * K + j2] == id)
+					break;
+			if (id >= 0 && id < E && j2 == j)
+				want[id]++;
+		}
+	return !memcmp(got, want, sizeof(got));
+}
+
 static double op_err(struct env *v, struct op *p, const float *y0)
 {
 	size_t n = (size_t)p->T * H, i;
@@ -240,8 +261,11 @@ TEST_F(mixed, all_on_gpu)
 	op_init(&p, 6, 21);
 	for (i = 0; i < (size_t)p.T * H; i++)
 		p.y[i] = NAN;
+	kt_model_route_reset(v->m);
 	ASSERT_EQ(op_run(v, &p, 0), 0);
 	EXPECT_LE(op_err(v, &p, NULL), tol_of(variant->q));
+	/* GPU-only chunks count their routes: placement reads them */
+	EXPECT_TRUE(routes_match(v, &p));
 	op_free(&p);
 }
 
