@@ -50,6 +50,7 @@ struct hf_job {
 	uint8_t **dst;			/* [n_layers * E], NULL: masked */
 	uint64_t base;			/* the layer's first entry */
 	uint32_t n_experts;
+	uint32_t ahead;			/* experts read ahead: one per worker */
 	uint32_t next;
 	pthread_mutex_t lock;
 	int err;
@@ -71,6 +72,9 @@ static void layer_job(void *arg, const struct core_worker_info *w)
 			return;
 		if (!j->dst[i])
 			continue;
+		/* the disk fetches the next round while this one packs */
+		if (e + j->ahead < j->n_experts && j->dst[i + j->ahead])
+			ldr_hf_prefetch(j->src, i + j->ahead);
 		ret = ldr_hf_pack_expert(j->src, sc, i, j->dst[i]);
 		if (ret) {
 			/* kt_last_error() is this worker's: copy it out */
@@ -93,8 +97,8 @@ static int layer_exec(struct kt_ctx *ctx, void *arg)
 	struct hf_job *j = arg;
 	uint32_t e;
 
-	/* the disk reads the layer while the workers start */
-	for (e = 0; e < j->n_experts; e++)
+	/* the first round; each expert then reads one round ahead */
+	for (e = 0; e < j->n_experts && e < j->ahead; e++)
 		if (j->dst[j->base + e])
 			ldr_hf_prefetch(j->src, j->base + e);
 	core_ctx_run(ctx, layer_job, j);
@@ -107,7 +111,8 @@ static int pack_all(struct kt_ctx *ctx, const struct ldr_hf_src *s,
 {
 	unsigned int nw = kt_ctx_threads(ctx), w;
 	struct hf_job j = { .ctx = ctx, .src = s, .dst = dst,
-			    .n_experts = s->cfg.n_experts };
+			    .n_experts = s->cfg.n_experts,
+			    .ahead = nw ? nw : 1 };
 	uint64_t done = 0;
 	uint32_t l, e;
 	int ret = 0;
