@@ -379,14 +379,12 @@ TEST_TIMEOUT(time_to_first_op, 1200)
 	const char *on = getenv("KT_HFDIR_BENCH"), *ne = getenv("KT_HFDIR_BENCH_E");
 	uint32_t E = ne ? (uint32_t)atoi(ne) : 32;
 	struct tck c = TCK(TCK_QWEN, TCK_BF16, 2048, 768, E, 2, 8, 2, 25);
-	struct kt_convert_opts co = { .sz = sizeof(co), .quant = KT_QUANT_INT8,
-				      .layer_last = -1, .threads = 0 };
-	struct kt_model_opts mo = { .sz = sizeof(mo), .quant = KT_QUANT_INT8 };
+	const int methods[] = { KT_QUANT_INT8, KT_QUANT_BF16 };
 	struct kt_ctx_opts xo = { .sz = sizeof(xo) };
 	struct kt_ctx *ctx = NULL;
 	struct timespec a, b;
-	double conv, tk[3], td[3];
 	char d[256], ktw[300];
+	unsigned int q;
 	int r;
 
 	if (!on || strcmp(on, "1"))
@@ -397,26 +395,36 @@ TEST_TIMEOUT(time_to_first_op, 1200)
 	tck_rmdir(d);
 	ASSERT_EQ(tck_write(&c, d), 0);
 	tck_free(&c);
-	co.input = d;
-	co.output = ktw;
-	clock_gettime(CLOCK_MONOTONIC, &a);
-	ASSERT_EQ(kt_convert(&co), 0);
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	conv = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
 	ASSERT_EQ(kt_ctx_create(&xo, &ctx), 0);
-	/* alternating, warm page cache for both */
-	for (r = 0; r < 3; r++) {
-		td[r] = first_op(_metadata, ctx, d, &mo);
-		tk[r] = first_op(_metadata, ctx, ktw, &mo);
+	for (q = 0; q < 2; q++) {
+		struct kt_convert_opts co = { .sz = sizeof(co),
+					      .quant = methods[q],
+					      .layer_last = -1,
+					      .input = d, .output = ktw };
+		struct kt_model_opts mo = { .sz = sizeof(mo),
+					    .quant = methods[q] };
+		double conv, tk[3], td[3];
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		ASSERT_EQ(kt_convert(&co), 0);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		conv = (double)(b.tv_sec - a.tv_sec) +
+		       (b.tv_nsec - a.tv_nsec) / 1e9;
+		/* alternating, warm page cache for both */
+		for (r = 0; r < 3; r++) {
+			td[r] = first_op(_metadata, ctx, d, &mo);
+			tk[r] = first_op(_metadata, ctx, ktw, &mo);
+		}
+		TH_LOG("H 2048, I 768, %u experts x 2 layers, BF16 -> %s, %u workers: kt convert %.2f s once",
+		       E, kt_quant_name((enum kt_quant)methods[q]),
+		       kt_ctx_threads(ctx), conv);
+		for (r = 0; r < 3; r++)
+			TH_LOG("  run %d: open folder + first op %.3f s, open .ktw + first op %.3f s (%.1fx)",
+			       r, td[r], tk[r], td[r] / tk[r]);
+		unlink(ktw);
 	}
-	TH_LOG("H 2048, I 768, %u experts x 2 layers, BF16 -> INT8, %u workers: kt convert %.2f s once",
-	       E, kt_ctx_threads(ctx), conv);
-	for (r = 0; r < 3; r++)
-		TH_LOG("run %d: open folder + first op %.3f s, open .ktw + first op %.3f s (%.1fx)",
-		       r, td[r], tk[r], td[r] / tk[r]);
 	kt_ctx_destroy(ctx);
 	tck_rmdir(d);
-	unlink(ktw);
 }
 
 TEST_HARNESS_MAIN
