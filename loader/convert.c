@@ -291,14 +291,8 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 			      &c.src);
 	if (ret)
 		goto out;
+	/* within the .ktw limit (ldr_hf_src_open() checked) */
 	c.n_blobs = (uint64_t)c.src->n_layers * c.src->cfg.n_experts;
-	/* the reader's limit */
-	if (c.n_blobs > KTW_MAX_ENTRIES) {
-		ret = ldr_err(-EINVAL, "%s/config.json: %u MoE layers x %u experts = %llu blobs exceed the .ktw limit of %u (convert fewer with --layers)",
-			      o->input, c.src->n_layers, c.src->cfg.n_experts,
-			      (unsigned long long)c.n_blobs, KTW_MAX_ENTRIES);
-		goto out;
-	}
 	c.table = calloc(c.n_blobs, sizeof(*c.table));
 	if (!c.table) {
 		ret = -ENOMEM;

@@ -277,6 +277,13 @@ static int plan_layers(struct ldr_hf_src *c, int32_t first, int32_t last)
 		return ldr_err(-EINVAL, "%s/config.json: no MoE layer in %d-%d",
 			       c->dir, first, last);
 	c->n_layers = n;
+	/* the .ktw reader's limit (kt_model_open() holds no more either),
+	 * checked before the tables are sized by it */
+	if ((uint64_t)n * c->cfg.n_experts > KTW_MAX_ENTRIES)
+		return ldr_err(-EINVAL, "%s/config.json: %u MoE layers x %u experts = %llu blobs exceed the .ktw limit of %u (convert fewer with --layers)",
+			       c->dir, n, c->cfg.n_experts,
+			       (unsigned long long)n * c->cfg.n_experts,
+			       KTW_MAX_ENTRIES);
 	return 0;
 }
 
