@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "ktcore/live.h"
 #include "ktcore/moe.h"
@@ -25,6 +26,7 @@
 #include "loader/fault.h"
 #include "loader/gguf.h"
 #include "loader/gguf-model.h"
+#include "loader/hf-model.h"
 #include "loader/ktw.h"
 #include "loader/mask.h"
 #include "loader/placement.h"
@@ -309,6 +311,7 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 	struct ldr_ktw *k = NULL;
 	uint8_t **blob_of = NULL;
 	bool cached = false, mapped;
+	struct stat st;
 	uint64_t i;
 	int ret;
 
@@ -322,15 +325,33 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 	if (opts->pad0 || opts->reserved2[0] || opts->reserved2[1] ||
 	    opts->reserved2[2] || opts->reserved2[3])
 		return ldr_err(-EINVAL, "kt_model_open: opts->pad0 and reserved2 must be zero");
+	/* a checkpoint folder is packed at load (loader/hf-model.c) */
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		return ldr_hf_model_open(ctx, path, opts, out);
 	/* a GGUF file is repacked into memory, not read as blobs */
-	if (ldr_gguf_is_gguf(path))
-		return ldr_gguf_model_open(ctx, path, opts, out);
+	if (ldr_gguf_is_gguf(path)) {
+		ret = ldr_gguf_model_open(ctx, path, opts, out);
+		if (!ret && opts->quant && (int)(*out)->quant != opts->quant) {
+			ret = ldr_err(-EINVAL, "%s holds %s, not %s: a GGUF file keeps its blocks",
+				      path, kt_quant_name((*out)->quant),
+				      kt_quant_name((enum kt_quant)opts->quant));
+			kt_model_destroy(*out);
+			*out = NULL;
+		}
+		return ret;
+	}
 	if (opts->io_block % 4096)
 		return ldr_err(-EINVAL, "kt_model_open: io_block %u is not a multiple of 4096",
 			       opts->io_block);
 	ret = ldr_ktw_open(path, 0, &k);
 	if (ret)
 		goto err;
+	if (opts->quant && (int)k->hdr.quant != opts->quant) {
+		ret = ldr_err(-EINVAL, "%s holds %s, not %s (convert again with that --method)",
+			      path, kt_quant_name((enum kt_quant)k->hdr.quant),
+			      kt_quant_name((enum kt_quant)opts->quant));
+		goto err;
+	}
 	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
 			 k->hdr.inter, k->hdr.group_size, &lay);
 	p = calloc(1, sizeof(*p));

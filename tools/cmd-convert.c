@@ -57,12 +57,13 @@ static void progress(void *arg, uint64_t done, uint64_t total)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: kt convert --input DIR --output FILE.ktw --method int8|int4|bf16\n"
+		"usage: kt convert --input DIR --output FILE.ktw [--method int8|int4|bf16|fp8]\n"
 		"                  [--group-size N] [--layers A-B] [--threads N]\n"
 		"       kt convert --input FILE.gguf --output FILE.ktw [--layers A-B]\n\n"
 		"Converts the routed experts of a Hugging Face checkpoint (config.json and\n"
 		"*.safetensors; BF16, F16, F32 or FP8 E4M3 with block scales), or of a\n"
-		"GGUF file, whose blocks are kept (no --method).\n"
+		"GGUF file, whose blocks are kept (no --method). Without --method a folder\n"
+		"keeps its own numbers: FP8 -> fp8, compressed-tensors INT4 -> int4, else bf16.\n"
 		"  --group-size N   INT4 group along K: 32, 64 or 128 (default 128)\n"
 		"  --layers A-B     checkpoint layers A to B inclusive (A, A-, -B work too)\n"
 		"  --threads N      packing threads (default: online CPUs)\n");
@@ -139,7 +140,7 @@ static int cmd_convert(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	/* none: a GGUF input keeps its blocks; a folder is refused */
+	/* none: a GGUF input keeps its blocks; a folder its own numbers */
 	if (!method)
 		o.quant = 0;
 	else if (!strcmp(method, "int8"))

@@ -58,11 +58,13 @@ static int npy_write_f32(const char *path, const float *y, uint64_t rows,
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: kt forward --model FILE.ktw --layer L --input X.npy --ids IDS.npy\n"
-		"                  --weights W.npy --output Y.npy [--threads N] [--no-verify]\n"
-		"                  [--budget SIZE]\n\n"
+		"usage: kt forward --model FILE.ktw|FILE.gguf|DIR --layer L --input X.npy\n"
+		"                  --ids IDS.npy --weights W.npy --output Y.npy [--threads N]\n"
+		"                  [--no-verify] [--budget SIZE] [--method M [--group-size N]]\n\n"
 		"Runs one MoE layer: x [T, H] f32 or bf16 (<u2); ids [T, k] int32/int64;\n"
-		"w [T, k] f32; writes y [T, H] f32. L is the checkpoint's layer number.\n");
+		"w [T, k] f32; writes y [T, H] f32. L is the checkpoint's layer number.\n"
+		"DIR is a Hugging Face checkpoint folder, packed at load to --method\n"
+		"(int8, int4, bf16, fp8; default: the checkpoint's own numbers).\n");
 }
 
 static int cmd_forward(int argc, char **argv)
@@ -77,6 +79,8 @@ static int cmd_forward(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "no-verify", no_argument, NULL, 'n' },
 		{ "budget", required_argument, NULL, 'b' },
+		{ "method", required_argument, NULL, 'M' },
+		{ "group-size", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -93,7 +97,7 @@ static int cmd_forward(int argc, char **argv)
 	float *y = NULL;
 	char *end;
 
-	while ((c = getopt_long(argc, argv, "m:l:x:i:w:o:t:nb:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:l:x:i:w:o:t:nb:M:g:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'm': model = optarg; break;
 		case 'l':
@@ -116,6 +120,22 @@ static int cmd_forward(int argc, char **argv)
 		case 'o': yp = optarg; break;
 		case 't': co.threads = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'n': mo.flags |= KT_MODEL_F_NO_VERIFY; break;
+		case 'M': {
+			enum kt_quant q;
+
+			if (opt_quant(optarg, &q)) {
+				fprintf(stderr, "kt forward: unknown --method '%s'\n", optarg);
+				return 2;
+			}
+			mo.quant = (int)q;
+			break;
+		}
+		case 'g':
+			if (opt_u32(optarg, 1, 1u << 20, &mo.group_size)) {
+				fprintf(stderr, "kt forward: bad --group-size '%s'\n", optarg);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -1,34 +1,66 @@
 // SPDX-License-Identifier: MIT
 /*
  * cmd-inspect.c - `kt inspect FILE.ktw`: geometry, layers and sizes of a
- * .ktw, after validating its header and table.
+ * .ktw, after validating its header and table; of a checkpoint folder,
+ * what kt_model_open() packs it to.
  */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/stat.h>
 
 #include <kt/kt.h>
 #include "tools/cmd.h"
+#include "tools/opts.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: kt inspect FILE.ktw\n"
+		"usage: kt inspect FILE.ktw | DIR [--method M [--group-size N]]\n"
 		"       kt inspect --load [--block BYTES] [--depth N] [--no-verify]\n"
 		"                  [--no-uring] [--no-hugepage] FILE.ktw\n\n"
 		"--load opens the model as a server would (kt_model_open) and reports\n"
-		"how: bytes, time, throughput, io_uring or pread, O_DIRECT, page size.\n");
+		"how: bytes, time, throughput, io_uring or pread, O_DIRECT, page size.\n"
+		"DIR, a Hugging Face checkpoint folder, is packed as kt_model_open() packs it\n"
+		"(--method: int8, int4, bf16, fp8; default its own numbers) and described.\n");
+}
+
+/* A checkpoint folder, packed at load: what it becomes. */
+static void describe_packed(const char *path, const struct kt_model_info *mi,
+			    struct kt_model *m, double s)
+{
+	int32_t l, first = -1, last = -1;
+
+	for (l = 0; l < 1 << 16; l++)
+		if (kt_model_layer_index(m, l) >= 0) {
+			if (first < 0)
+				first = l;
+			last = l;
+		}
+	printf("folder:        %s (packed at load, nothing written)\n", path);
+	printf("quantization:  %s", kt_quant_name(mi->quant));
+	if (mi->group_size)
+		printf(" (group %u)", mi->group_size);
+	printf("\nhidden:        %u\n", mi->hidden);
+	printf("intermediate:  %u per expert\n", mi->inter);
+	printf("experts:       %u per layer\n", mi->n_experts);
+	printf("expert size:   %llu bytes\n", (unsigned long long)mi->expert_bytes);
+	printf("layers:        %u MoE layers, %d..%d\n", mi->n_layers, first, last);
+	printf("load: packed %.1f MiB in %.3f s\n",
+	       mi->resident_bytes / 1048576.0, s);
 }
 
 /* Open the model like a server does and say how the load went. */
-static int load(const char *path, struct kt_model_opts *mo)
+static int load(const char *path, struct kt_model_opts *mo, bool folder)
 {
 	struct kt_ctx_opts co = { .sz = sizeof(co) };
 	struct kt_load_stats st;
 	struct kt_model_info mi;
 	struct kt_model *m = NULL;
 	struct kt_ctx *ctx = NULL;
+	struct timespec t0, t1;
 	double s;
 	int ret;
 
@@ -37,7 +69,9 @@ static int load(const char *path, struct kt_model_opts *mo)
 		fprintf(stderr, "kt inspect: context: %s\n", strerror(-ret));
 		return 1;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = kt_model_open(ctx, path, mo, &m);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	kt_load_stats_get(&st);
 	if (ret) {
 		fprintf(stderr, "kt inspect: %s\n", kt_last_error());
@@ -46,7 +80,10 @@ static int load(const char *path, struct kt_model_opts *mo)
 	}
 	kt_model_get_info(m, &mi);
 	s = st.ns / 1e9;
-	if (st.mapped)
+	if (folder)
+		describe_packed(path, &mi, m, (double)(t1.tv_sec - t0.tv_sec) +
+				(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	else if (st.mapped)
 		printf("load: mapped from hugetlbfs, %.1f MiB resident, %s checksums in %.3f s\n",
 		       mi.resident_bytes / 1048576.0,
 		       st.verified ? "verified" : "skipped", s);
@@ -68,6 +105,7 @@ static int cmd_inspect(int argc, char **argv)
 	struct kt_ktw_info in;
 	const char *path = NULL;
 	bool do_load = false;
+	struct stat sb;
 	int32_t *ids;
 	uint32_t i;
 	int a, ret;
@@ -88,6 +126,16 @@ static int cmd_inspect(int argc, char **argv)
 			mo.io_block = (uint32_t)strtoul(argv[++a], NULL, 0);
 		} else if (!strcmp(argv[a], "--depth") && a + 1 < argc) {
 			mo.io_depth = (uint32_t)strtoul(argv[++a], NULL, 0);
+		} else if (!strcmp(argv[a], "--method") && a + 1 < argc) {
+			enum kt_quant q;
+
+			if (opt_quant(argv[++a], &q)) {
+				fprintf(stderr, "kt inspect: unknown --method '%s'\n", argv[a]);
+				return 2;
+			}
+			mo.quant = (int)q;
+		} else if (!strcmp(argv[a], "--group-size") && a + 1 < argc) {
+			mo.group_size = (uint32_t)strtoul(argv[++a], NULL, 0);
 		} else if (argv[a][0] != '-' && !path) {
 			path = argv[a];
 		} else {
@@ -99,8 +147,10 @@ static int cmd_inspect(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (!stat(path, &sb) && S_ISDIR(sb.st_mode))
+		return load(path, &mo, true);
 	if (do_load)
-		return load(path, &mo);
+		return load(path, &mo, false);
 	argv[1] = (char *)path;
 	ret = kt_ktw_inspect(argv[1], &in, NULL, 0);
 	if (ret) {

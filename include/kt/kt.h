@@ -391,7 +391,8 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
 		    struct kt_model **out);
 
 /**
- * struct kt_model_opts - how a .ktw file is opened.
+ * struct kt_model_opts - how a model (.ktw, GGUF file or checkpoint folder)
+ *	is opened.
  * @sz: sizeof(struct kt_model_opts).
  * @flags: KT_MODEL_F_*.
  * @expert_mask: optional bitmap of E bits; set bits are experts that live
@@ -413,6 +414,19 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  *	host memory nor run; combined with @expert_mask (either leaves an
  *	expert out). To keep a host copy of the GPU experts (for
  *	re-placement), do not mask them.
+ * @reserved2: must be zero.
+ * @quant: a Hugging Face checkpoint folder only: enum kt_quant to pack
+ *	its experts to at load, as `kt convert --method` (KT_QUANT_INT8,
+ *	_INT4, _BF16, _FP8). 0: the checkpoint's own numbers kept as they
+ *	are: compressed-tensors INT4 -> INT4 with its group, F8_E4M3 (128x128
+ *	block or per-channel scales) -> FP8, BF16/F16/F32 -> BF16. A .ktw or
+ *	GGUF file holds one quantization: another nonzero value is refused.
+ * @group_size: with @quant, as kt_convert_opts.group_size (0: 128, or
+ *	the checkpoint's own INT4 group).
+ * @progress: optional, a checkpoint folder only: called on the calling
+ *	thread after each layer is packed with experts done and in all
+ *	(the signature of kt_progress_fn).
+ * @progress_arg: passed to @progress.
  */
 struct kt_model_opts {
 	size_t sz;
@@ -428,6 +442,10 @@ struct kt_model_opts {
 	uint32_t pad0;
 	const uint64_t *layer_masks;
 	uint32_t reserved2[4];
+	int quant;
+	uint32_t group_size;
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
 };
 
 #define KT_MODEL_F_NO_VERIFY	(1u << 0)	/* skip CRC32C checks */
@@ -438,19 +456,27 @@ struct kt_model_opts {
 #define KT_MODEL_F_MMAP		(1u << 3)
 
 /**
- * kt_model_open() - load a .ktw file (or map a staged copy on hugetlbfs).
- * @ctx: context whose nodes will hold the weights.
- * @path: the file.
+ * kt_model_open() - load a .ktw file (or map a staged copy on hugetlbfs),
+ *	a GGUF file, or a Hugging Face checkpoint folder.
+ * @ctx: context whose nodes will hold the weights (and, for a folder,
+ *	whose workers pack them).
+ * @path: the file or folder.
  * @opts: options, may be NULL.
  * @out: receives the model.
  *
  * Every count, offset and size of the file is checked before use, and each
- * blob's CRC32C unless KT_MODEL_F_NO_VERIFY (Documentation/loading.md).
+ * blob's CRC32C unless KT_MODEL_F_NO_VERIFY (Documentation/loading.md). A
+ * folder (config.json and *.safetensors, as kt_convert() reads) has every
+ * expert tensor checked first, then is packed to @opts->quant in memory,
+ * layer by layer on all of @ctx's workers; nothing is written to disk.
  *
- * Context: any thread; blocks while reading.
- * Return: 0; -ENOENT/-EACCES from open; -EINVAL a malformed file; -EIO a
- *	   short read or a checksum mismatch; -ENOMEM. kt_last_error() says
- *	   which file, field or expert.
+ * Context: any thread but one of @ctx's workers; blocks while reading (a
+ *	folder: @ctx's ops wait while a layer is packed).
+ * Return: 0; -ENOENT/-EACCES from open; -EINVAL a malformed file or a
+ *	   missing, misshapen or mistyped tensor; -EIO a short read or a
+ *	   checksum mismatch; -EOPNOTSUPP an option or format that does not
+ *	   apply; -ENOMEM. kt_last_error() says which file, field, tensor or
+ *	   expert.
  */
 int kt_model_open(struct kt_ctx *ctx, const char *path,
 		  const struct kt_model_opts *opts, struct kt_model **out);

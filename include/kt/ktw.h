@@ -43,8 +43,10 @@ typedef void (*kt_progress_fn)(void *arg, uint64_t done, uint64_t total);
  * @output: the .ktw file to write; replaced atomically when it exists.
  * @quant: KT_QUANT_INT8, _INT4, _BF16 or _FP8 (enum kt_quant). FP8 keeps
  *	an F8_E4M3 checkpoint's bytes and 128x128 block scales as they are
- *	(BF16/F16/F32 sources are quantized to E4M3 per 128x128 block). For a
- *	GGUF @input: 0 (the file's blocks are kept, never re-quantized).
+ *	(BF16/F16/F32 sources are quantized to E4M3 per 128x128 block). 0:
+ *	the checkpoint's own numbers (compressed-tensors INT4 -> INT4, F8_E4M3
+ *	-> FP8, else BF16), as kt_model_open() on the folder. For a GGUF
+ *	@input: 0 (the file's blocks are kept, never re-quantized).
  * @group_size: INT4 group along K: 32, 64 or 128 (0: 128); FP8: 128 (0: 128)
  *	or KT_GROUP_CHANNEL; an FP8 checkpoint's own scales decide (per-channel
  *	weight_scale or 128x128 weight_scale_inv) when it is kept as it is.

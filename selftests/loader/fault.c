@@ -2,7 +2,8 @@
 /*
  * fault.c - walk every fault-injection site (loader/fault.h, ktcore/fault.h
  * and the io_uring reader's hook) of kt convert, of verifying, opening
- * and staging a .ktw, and of kt_model_create(): fail the 1st, 2nd, ... call at each site
+ * and staging a .ktw, of opening a checkpoint folder, and of
+ * kt_model_create(): fail the 1st, 2nd, ... call at each site
  * until the operation no longer reaches it. Each failure must give a
  * -errno with a message, leave no output and no temporary behind, and the
  * same operation must then succeed; a fault the code tolerates (a fallback)
@@ -200,6 +201,26 @@ TEST_TIMEOUT(open_every_site, 600)
 	walk(_metadata, "open", do_open, &a, NULL, d);
 	a.flags = KT_MODEL_F_NO_URING | KT_MODEL_F_NO_HUGEPAGE;
 	walk(_metadata, "open (pread)", do_open, &a, NULL, d);
+	kt_ctx_destroy(a.ctx);
+	tck_free(&c);
+	tck_rmdir(d);
+}
+
+/* kt_model_open() of the checkpoint folder itself: packed at load */
+TEST_TIMEOUT(open_folder_every_site, 600)
+{
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 3, 2, 2, 2, 64);
+	struct kt_ctx_opts co = { .sz = sizeof(co), .threads = 2,
+				  .flags = KT_CTX_F_NO_PIN };
+	struct open_arg a = { 0 };
+	char d[256];
+
+	snprintf(d, sizeof(d), "/tmp/kt-fault-open-dir-%d", (int)getpid());
+	tck_rmdir(d);
+	ASSERT_EQ(tck_write(&c, d), 0);
+	ASSERT_EQ(kt_ctx_create(&co, &a.ctx), 0);
+	a.path = d;
+	walk(_metadata, "open folder", do_open, &a, NULL, d);
 	kt_ctx_destroy(a.ctx);
 	tck_free(&c);
 	tck_rmdir(d);

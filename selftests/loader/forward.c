@@ -3,7 +3,8 @@
  * forward.c - the whole path a user takes: write a checkpoint, `kt convert`
  * it, `kt forward` one layer from .npy files, and compare y with an f64
  * MoE forward over the source weights (rel. MAE budgets: INT8 0.04, INT4
- * g128 0.25, BF16 0.005). Also kt_moe_forward() on the same model.
+ * g128 0.25, BF16 0.005); `kt forward --model DIR --method M` on the folder
+ * itself gives the same bits. Also kt_moe_forward() on the same model.
  */
 #include <libgen.h>
 #include <limits.h>
@@ -145,6 +146,25 @@ static void end_to_end(struct kt_test_meta *_metadata, struct tck *c,
 		TH_LOG("%s layer %d: rel. MAE %.5f (budget %.3f)", method,
 		       c->moe_ids[li], err, tol);
 		EXPECT_LT(err, tol);
+		/* the folder itself, packed at load: the same bits */
+		{
+			char *av[] = { bin, "forward", "--model", d, "--layer",
+				       layer, "--input", xp, "--ids", ip,
+				       "--weights", wp, "--output", yp,
+				       "--threads", "2", "--method",
+				       (char *)method,
+				       group ? "--group-size" : NULL,
+				       (char *)group, NULL };
+			float *y2;
+
+			unlink(yp);
+			ASSERT_EQ(kt_exec(av, NULL), 0);
+			y2 = npy_read_f32(yp, &r, &cc);
+			ASSERT_TRUE(y2 != NULL);
+			ASSERT_EQ(r, T);
+			EXPECT_EQ(memcmp(y, y2, (size_t)T * c->hidden * 4), 0);
+			free(y2);
+		}
 		free(y);
 	}
 	/* a layer that is not MoE is refused by name */
