@@ -102,8 +102,10 @@ static void worker_loop(struct core_worker *w)
 			t0 = now = core_now_ns();
 		}
 		core_stat_add(&w->spin_ns, core_now_ns() - t0);
-		if (seq == seen)
-			return;		/* stopped */
+		/* stopped: core_pool_stop() also bumps job_seq, which is what
+		 * a sleeper's futex word can see */
+		if (__kt_load_acquire(&ctx->stop) >= CORE_STOP_WORKERS)
+			return;
 		seen = seq;
 		run_job(w, ctx->job_fn, ctx->job_arg);
 		/* release: pairs with the leader's acquire of job_pending (P3) */
@@ -182,6 +184,14 @@ void core_pool_stop(struct kt_ctx *ctx)
 	if (ctx->n_workers)
 		pthread_join(ctx->workers[0].thread, NULL);
 	__kt_store_release(&ctx->stop, CORE_STOP_WORKERS);
+	/*
+	 * A worker that read stop just before it changed may be on its way
+	 * into futex_wait(job_seq, seen): the stop flag is not its futex
+	 * word, so a wake alone could come first and be lost. Changing
+	 * job_seq makes that wait return at once; no job is pending (the
+	 * leader has stopped) and the workers check stop before any job.
+	 */
+	__atomic_add_fetch(&ctx->job_seq, 1, __ATOMIC_RELEASE);
 	__kt_smp_mb();
 	core_futex_wake(&ctx->job_seq, INT_MAX);
 	for (k = 1; k < ctx->n_workers; k++)

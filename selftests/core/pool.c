@@ -152,6 +152,26 @@ TEST(no_spin_sleeps_at_once)
 }
 
 /*
+ * Destroy contexts whose workers are falling asleep (no spin) right as
+ * the stop comes: a worker that checked the stop flag just before it was
+ * set must still wake (a lost wake-up hangs kt_ctx_destroy()).
+ */
+TEST(destroy_as_workers_fall_asleep)
+{
+	struct fork_state s = { 0 };
+	unsigned int r;
+
+	for (r = 0; r < 2000; r++) {
+		struct kt_ctx *ctx = make_ctx(2, KT_CTX_SPIN_NONE);
+
+		ASSERT_NE(ctx, NULL);
+		ASSERT_EQ(run_rounds(ctx, &s, 1), 0);
+		kt_ctx_destroy(ctx);
+	}
+	EXPECT_EQ(s.hits[0], 2000u);
+}
+
+/*
  * Exit a ring and destroy the context with ops queued and one running:
  * every op that started ran its 50 fork-joins to the end on every worker
  * before kt_ring_exit() returned, and none started after it.
