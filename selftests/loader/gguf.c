@@ -177,14 +177,23 @@ TEST(model_refusals_name_the_reason)
 
 	ASSERT_EQ(test_ctx(&ctx), 0);
 	c = small;
-	c.type = GW_Q5_K;
+	c.type = GW_Q2_K;
 	c.I = 256;		/* a whole super-block along K of down */
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
-	EXPECT_NE(strstr(kt_last_error(), "Q5_K"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "Q2_K"), NULL);
 	c = small;
 	c.down_type = GW_Q4_0;
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
 	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), "one quantization"), NULL);
+	/* Q4_K_M's usual mix: gate/up Q4_K, down Q6_K */
+	c = small;
+	c.H = 256;
+	c.I = 256;
+	c.type = GW_Q4_K;
+	c.down_type = GW_Q6_K;
+	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
+	EXPECT_NE(strstr(kt_last_error(), "Q6_K"), NULL);
 	EXPECT_NE(strstr(kt_last_error(), "one quantization"), NULL);
 	c = small;
 	c.arch = "gpt-oss";
