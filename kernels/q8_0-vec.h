@@ -14,6 +14,7 @@
 #include "kernels/q8_0.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
+#include "kernels/rows-vec.h"
 
 #define MR	(VEC_BITS == 512 ? 4 : 2)	/* tokens sharing a line */
 #define LINE	KERN_TILE_ROW_BYTES
@@ -132,25 +133,7 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 
 void VNAME(kern_gate_up_q8_0)(const struct kern_gate_up_args *a)
 {
-	unsigned int n, i;
-
-	for (n = a->n0; n < a->n1; n += VF_LANES) {
-		for (i = 0; i + MR <= a->m; i += MR)
-			gate_up_block(a, n, i, MR);
-		switch (a->m - i) {	/* the M < MR left */
-#if MR > 3
-		case 3:
-			gate_up_block(a, n, i, 3);
-			break;
-		case 2:
-			gate_up_block(a, n, i, 2);
-			break;
-#endif
-		case 1:
-			gate_up_block(a, n, i, 1);
-			break;
-		}
-	}
+	KERN_VEC_ROWS(gate_up_block, a, MR);
 }
 
 AI void down_block(const struct kern_down_args *a, unsigned int n,
@@ -192,23 +175,5 @@ AI void down_block(const struct kern_down_args *a, unsigned int n,
 
 void VNAME(kern_down_q8_0)(const struct kern_down_args *a)
 {
-	unsigned int n, i;
-
-	for (n = a->n0; n < a->n1; n += VF_LANES) {
-		for (i = 0; i + MR <= a->m; i += MR)
-			down_block(a, n, i, MR);
-		switch (a->m - i) {	/* the M < MR left */
-#if MR > 3
-		case 3:
-			down_block(a, n, i, 3);
-			break;
-		case 2:
-			down_block(a, n, i, 2);
-			break;
-#endif
-		case 1:
-			down_block(a, n, i, 1);
-			break;
-		}
-	}
+	KERN_VEC_ROWS(down_block, a, MR);
 }

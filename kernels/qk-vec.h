@@ -16,6 +16,7 @@
 #include "kernels/qk.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
+#include "kernels/rows-vec.h"
 
 #define QK_HB		kern_qk_hi_bits(QK_Q)	/* bits above the nibble */
 #define QK_SG		kern_qk_sub(QK_Q)	/* sub-block of a scale */
@@ -224,25 +225,7 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 
 void QNAME(kern_gate_up)(const struct kern_gate_up_args *a)
 {
-	unsigned int n, i;
-
-	for (n = a->n0; n < a->n1; n += VF_LANES) {
-		for (i = 0; i + MR <= a->m; i += MR)
-			gate_up_block(a, n, i, MR);
-		switch (a->m - i) {	/* the M < MR left */
-#if MR > 3
-		case 3:
-			gate_up_block(a, n, i, 3);
-			break;
-		case 2:
-			gate_up_block(a, n, i, 2);
-			break;
-#endif
-		case 1:
-			gate_up_block(a, n, i, 1);
-			break;
-		}
-	}
+	KERN_VEC_ROWS(gate_up_block, a, MR);
 }
 
 /* down: each KC chunk is one activation block and KC / 128 tiles */
@@ -279,23 +262,5 @@ AI void down_block(const struct kern_down_args *a, unsigned int n,
 
 void QNAME(kern_down)(const struct kern_down_args *a)
 {
-	unsigned int n, i;
-
-	for (n = a->n0; n < a->n1; n += VF_LANES) {
-		for (i = 0; i + MR <= a->m; i += MR)
-			down_block(a, n, i, MR);
-		switch (a->m - i) {	/* the M < MR left */
-#if MR > 3
-		case 3:
-			down_block(a, n, i, 3);
-			break;
-		case 2:
-			down_block(a, n, i, 2);
-			break;
-#endif
-		case 1:
-			down_block(a, n, i, 1);
-			break;
-		}
-	}
+	KERN_VEC_ROWS(down_block, a, MR);
 }

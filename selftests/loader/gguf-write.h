@@ -248,6 +248,22 @@ static inline void gw_fill(uint8_t *d, uint32_t type, uint64_t n, uint64_t *s)
 	}
 }
 
+/* the 6-bit scale and min of sub-block @j (of 8) in the 12 scale bytes @sc
+ * of a Q4_K or Q5_K block: bytes 0-3 scales, 4-7 mins of j < 4 (low 6
+ * bits); for j >= 4, the nibbles of byte j + 4 and the top 2 bits of
+ * bytes j - 4 (scale) and j (min) */
+static inline void gw_k4_scale_min(const uint8_t *sc, unsigned int j,
+				   int *scale, int *mn)
+{
+	if (j < 4) {
+		*scale = sc[j] & 63;
+		*mn = sc[j + 4] & 63;
+	} else {
+		*scale = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
+		*mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+	}
+}
+
 /* element @k of row @n ([N][K] of @type at @d), by the block definitions */
 static inline double gw_get(const uint8_t *d, uint32_t type, uint64_t K,
 			    uint64_t n, uint64_t k)
@@ -277,19 +293,11 @@ static inline double gw_get(const uint8_t *d, uint32_t type, uint64_t K,
 		 * min of 8 sub-blocks), qs[128]; element 64c + l is the low
 		 * nibble of qs[32c + l], 64c + 32 + l its high nibble;
 		 * w = d * sc_j * q - dmin * m_j, j = sub-block of 32 */
-		unsigned int e = k % 256, j = e / 32, c = e / 64, l = e % 32;
-		const uint8_t *sc;
+		unsigned int e = k % 256, c = e / 64, l = e % 32;
 		int scale, mn, q;
 
 		b = d + (n * (K / 256) + k / 256) * 144;
-		sc = b + 4;
-		if (j < 4) {
-			scale = sc[j] & 63;
-			mn = sc[j + 4] & 63;
-		} else {
-			scale = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
-			mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-		}
+		gw_k4_scale_min(b + 4, e / 32, &scale, &mn);
 		q = (e % 64) < 32 ? (b[16 + 32 * c + l] & 0xf) :
 				    (b[16 + 32 * c + l] >> 4);
 		return (double)gw_h2f((uint16_t)(b[0] | b[1] << 8)) * scale * q -
@@ -299,20 +307,12 @@ static inline double gw_get(const uint8_t *d, uint32_t type, uint64_t K,
 		/* block_q5_K: f16 d, f16 dmin, scales[12] as Q4_K's, qh[32],
 		 * qs[128] as Q4_K's; bit 2c of qh[l] adds 16 to element
 		 * 64c + l, bit 2c + 1 to element 64c + 32 + l */
-		unsigned int e = k % 256, j = e / 32, c = e / 64, l = e % 32;
+		unsigned int e = k % 256, c = e / 64, l = e % 32;
 		unsigned int hi = (e % 64) >= 32;
-		const uint8_t *sc;
 		int scale, mn, q;
 
 		b = d + (n * (K / 256) + k / 256) * 176;
-		sc = b + 4;
-		if (j < 4) {
-			scale = sc[j] & 63;
-			mn = sc[j + 4] & 63;
-		} else {
-			scale = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
-			mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-		}
+		gw_k4_scale_min(b + 4, e / 32, &scale, &mn);
 		q = hi ? (b[48 + 32 * c + l] >> 4) : (b[48 + 32 * c + l] & 0xf);
 		if (b[16 + l] & (1u << (2 * c + hi)))
 			q += 16;
