@@ -806,10 +806,12 @@ float kern_pack_get(const struct kern_pack_layout *l, enum kern_mat_id id,
 		if (hb) {
 			const uint8_t *t = p - kern_tile_byte(l->quant,
 				n % KERN_TILE_ROWS, c);
+			/* the byte first: it sets sh */
+			unsigned int o = kern_qk_hi_byte(l->quant,
+							 n % KERN_TILE_ROWS, c,
+							 &sh);
 
-			v |= ((t[kern_qk_hi_byte(l->quant, n % KERN_TILE_ROWS,
-						 c, &sh)] >> sh) &
-			      ((1 << hb) - 1)) << 4;
+			v |= ((t[o] >> sh) & ((1 << hb) - 1)) << 4;
 		}
 		kern_qk_mat_at(l->quant, blob + l->scales_off[id], N, K, &m);
 		if (l->quant == KT_QUANT_Q6_K)

@@ -18,9 +18,12 @@ static int qval(const uint8_t *t, enum kt_quant q, unsigned int n,
 	int v = c < KERN_INT4_HI_K ? (b & 0xf) : (b >> 4);
 	unsigned int hb = kern_qk_hi_bits(q);
 
-	if (hb)
-		v |= ((t[kern_qk_hi_byte(q, r, c, &sh)] >> sh) &
-		      ((1 << hb) - 1)) << 4;
+	if (hb) {
+		/* the byte first: it sets sh */
+		unsigned int o = kern_qk_hi_byte(q, r, c, &sh);
+
+		v |= ((t[o] >> sh) & ((1 << hb) - 1)) << 4;
+	}
 	return v;
 }
 
