@@ -8,6 +8,7 @@
 #ifndef KT_KERNELS_LAYOUT_H
 #define KT_KERNELS_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <kt/kt.h>
 
@@ -39,6 +40,8 @@
 /* Q4_K (GGUF): super-block along K, and its sub-blocks (scale and min) */
 #define KERN_Q4_K_SUPER		256
 #define KERN_Q4_K_SUB		32
+/* Q6_K (GGUF): the sub-block of one signed scale (super-block as Q4_K) */
+#define KERN_Q6_K_SUB		16
 /* INT4: the high nibble of the byte of k holds k + KERN_INT4_HI_K. */
 #define KERN_INT4_HI_K		(KERN_TILE_K_INT4 / 2)
 
@@ -62,6 +65,8 @@ static inline unsigned int kern_tile_k(enum kt_quant q)
 		return KERN_TILE_K_BF16;
 	case KT_QUANT_INT4:
 	case KT_QUANT_Q4_K:	/* the INT4 tiles, nibbles 0..15 as stored */
+	case KT_QUANT_Q5_K:	/* the low nibbles so; the high bits after */
+	case KT_QUANT_Q6_K:
 		return KERN_TILE_K_INT4;
 	case KT_QUANT_FP8:
 		return KERN_TILE_K_FP8;
@@ -74,6 +79,52 @@ static inline unsigned int kern_tile_k(enum kt_quant q)
 static inline size_t kern_tile_off(size_t t)
 {
 	return t * KERN_TILE_BYTES;
+}
+
+/* The GGUF K-quants (super-blocks of 256): Q4_K, Q5_K, Q6_K. */
+static inline bool kern_quant_is_k(enum kt_quant q)
+{
+	return q == KT_QUANT_Q4_K || q == KT_QUANT_Q5_K || q == KT_QUANT_Q6_K;
+}
+
+/* Bits of a K-quant value above its nibble: 0 Q4_K, 1 Q5_K, 2 Q6_K. */
+static inline unsigned int kern_qk_hi_bits(enum kt_quant q)
+{
+	return q == KT_QUANT_Q6_K ? 2 : q == KT_QUANT_Q5_K ? 1 : 0;
+}
+
+/*
+ * Bytes of one tile of @q: Q5_K and Q6_K tiles are an INT4 tile of the low
+ * nibbles followed by 256 bytes per high bit (the high-bit lines), so
+ * that one stream reads both.
+ */
+static inline size_t kern_tile_bytes(enum kt_quant q)
+{
+	return KERN_TILE_BYTES + kern_qk_hi_bits(q) * (KERN_TILE_BYTES / 4);
+}
+
+/* Byte offset of tile @t of a matrix of @q. */
+static inline size_t kern_tile_off_q(enum kt_quant q, size_t t)
+{
+	return t * kern_tile_bytes(q);
+}
+
+/*
+ * The high bits of row @r, column @c of a Q5_K/Q6_K tile: a high-bit line
+ * holds for every byte of 4 / B nibble lines (B bits each) the bits of its
+ * low-nibble value at bit 2B*l and of its high-nibble value at 2B*l + B
+ * (l the nibble line within the group), in the byte of the same position.
+ * Return: the byte's offset from the tile's start; *@shift the bit.
+ */
+static inline unsigned int kern_qk_hi_byte(enum kt_quant q, unsigned int r,
+					   unsigned int c, unsigned int *shift)
+{
+	unsigned int b = kern_qk_hi_bits(q), per = 4 / b;
+	unsigned int line = c % KERN_INT4_HI_K / 4;
+
+	*shift = 2 * b * (line % per) + (c >= KERN_INT4_HI_K ? b : 0);
+	return KERN_TILE_BYTES + line / per * KERN_TILE_ROW_BYTES +
+	       r * KERN_TILE_LANE_BYTES + c % 4;
 }
 
 /*
@@ -106,7 +157,7 @@ static inline unsigned int kern_tile_byte(enum kt_quant q, unsigned int r,
 		       (c % 2) * 2;
 	if (q == KT_QUANT_FP8)
 		return (c / 2) * (KERN_TILE_ROW_BYTES / 2) + r * 2 + c % 2;
-	if (q == KT_QUANT_INT4 || q == KT_QUANT_Q4_K)
+	if (q == KT_QUANT_INT4 || kern_quant_is_k(q))
 		c %= KERN_INT4_HI_K;
 	return (c / 4) * KERN_TILE_ROW_BYTES + r * KERN_TILE_LANE_BYTES + c % 4;
 }

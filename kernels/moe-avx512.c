@@ -9,7 +9,7 @@
 #define ZMM_BF16	1
 #include "kernels/moe-zmm.h"
 #include "kernels/fp8.h"
-#include "kernels/q4_k.h"
+#include "kernels/qk.h"
 #include "kernels/q8_0.h"
 
 /* FP8 reads the BF16 activation rows (moe-fp8-avx512.c). */
@@ -31,6 +31,6 @@ const struct kern_ops kern_ops_avx512 = {
 		[KT_QUANT_BF16] = KERN_QUANT_OPS(bf16, avx512),
 		[KT_QUANT_FP8] = FP8_OPS(avx512),
 		[KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512),
-		[KT_QUANT_Q4_K] = KERN_Q4_K_OPS(avx512),
+		KERN_QK_SLOTS(avx512),
 	},
 };

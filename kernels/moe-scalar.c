@@ -360,7 +360,7 @@ void kern_down_bf16_scalar(const struct kern_down_args *a)
 	}
 }
 
-#include "kernels/q4_k.h"
+#include "kernels/qk.h"
 #include "kernels/q8_0.h"
 
 const struct kern_ops kern_ops_scalar = {
@@ -396,6 +396,6 @@ const struct kern_ops kern_ops_scalar = {
 			.down = kern_down_fp8_scalar,
 		},
 		[KT_QUANT_Q8_0] = KERN_Q8_0_OPS(scalar),
-		[KT_QUANT_Q4_K] = KERN_Q4_K_OPS(scalar),
+		KERN_QK_SLOTS(scalar),
 	},
 };

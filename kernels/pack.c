@@ -84,17 +84,20 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 		sdn = sgu;
 		break;
 	case KT_QUANT_Q4_K:
+	case KT_QUANT_Q5_K:
+	case KT_QUANT_Q6_K:
 		if (hidden % KERN_Q4_K_SUPER || inter % KERN_Q4_K_SUPER) {
-			l->err = "Q4_K needs hidden and inter multiples of 256";
+			l->err = "Q4_K, Q5_K and Q6_K need hidden and inter multiples of 256";
 			return -EINVAL;
 		}
 		l->group = KERN_Q4_K_SUB;
 		l->kt = KERN_TILE_K_INT4;
-		tb = nk / 2;
-		/* per matrix: d, dmin f32 per (super-block, row); sc, m u8
-		 * per (sub-block, row) */
-		sgu = kern_q4k_scale_bytes(inter, hidden);
-		sdn = kern_q4k_scale_bytes(hidden, inter);
+		/* nibble tiles, and 1/8 of a byte per weight and high bit */
+		tb = nk / 2 + nk / 8 * kern_qk_hi_bits(q);
+		/* per matrix: d (dmin) f32 per (super-block, row); scales
+		 * (mins) per (sub-block, row) */
+		sgu = kern_qk_scale_bytes(q, inter, hidden);
+		sdn = kern_qk_scale_bytes(q, hidden, inter);
 		break;
 	case KT_QUANT_Q8_0:
 		if (group && group != KERN_Q8_0_GROUP) {
@@ -148,7 +151,7 @@ size_t kern_pack_elem_off(const struct kern_pack_layout *l,
 	mat_dims(l, id, &N, &K);
 	tile = id == KERN_MAT_DOWN ? kern_tile_kcm(N, l->kc, l->kt, nb, kb) :
 				     kern_tile_rbm(K, l->kt, nb, kb);
-	return kern_tile_off(tile) + kern_tile_byte(l->quant,
+	return kern_tile_off_q(l->quant, tile) + kern_tile_byte(l->quant,
 						    n % KERN_TILE_ROWS,
 						    k % l->kt);
 }
@@ -438,19 +441,21 @@ static float quant_q8_0(const float *v, int8_t *q)
 }
 
 /*
- * A Q4_K row from f32 (kt_model_create, kt bench: synthetic models only;
- * GGUF files keep their own blocks): per sub-block of 32 the range
- * [min(v, 0), max(v)] in 15 steps, per super-block d and dmin the largest
- * step and offset over 63, both rounded to f16 as a file stores them.
+ * A Q4_K or Q5_K row from f32 (kt_model_create, kt bench: synthetic models
+ * only; GGUF files keep their own blocks): per sub-block of 32 the range
+ * [min(v, 0), max(v)] in 15 (31) steps, per super-block d and dmin the
+ * largest step and offset over 63, both rounded to f16 as a file stores
+ * them.
  */
 static void quant_q4_k(const struct kern_pack_layout *l, enum kern_mat_id id,
 		       unsigned int n, const float *v, int8_t *q, uint8_t *blob)
 {
-	struct kern_q4k_mat m;
+	const int top = l->quant == KT_QUANT_Q5_K ? 31 : 15;
+	struct kern_qk_mat m;
 	unsigned int N, K, s, j, i;
 
 	mat_dims(l, id, &N, &K);
-	kern_q4k_mat_at(blob + l->scales_off[id], N, K, &m);
+	kern_qk_mat_at(l->quant, blob + l->scales_off[id], N, K, &m);
 	for (s = 0; s < K / KERN_Q4_K_SUPER; s++) {
 		float step[8], off[8], dmax = 0, mmax = 0, d, dm;
 
@@ -462,7 +467,7 @@ static void quant_q4_k(const struct kern_pack_layout *l, enum kern_mat_id id,
 				lo = x[i] < lo ? x[i] : lo;
 				hi = x[i] > hi ? x[i] : hi;
 			}
-			step[j] = (hi - lo) / 15.0f;
+			step[j] = (hi - lo) / (float)top;
 			off[j] = -lo;
 			dmax = step[j] > dmax ? step[j] : dmax;
 			mmax = off[j] > mmax ? off[j] : mmax;
@@ -488,7 +493,49 @@ static void quant_q4_k(const struct kern_pack_layout *l, enum kern_mat_id id,
 				int t = ds > 0 ? (int)roundf((x[i] + mo) / ds) : 0;
 
 				q[s * KERN_Q4_K_SUPER + j * 32 + i] =
-					(int8_t)(t < 0 ? 0 : t > 15 ? 15 : t);
+					(int8_t)(t < 0 ? 0 : t > top ? top : t);
+			}
+		}
+	}
+}
+
+/*
+ * A Q6_K row from f32 (synthetic models only): per sub-block of 16 the
+ * step amax/31 (q - 32 in -31..31), per super-block d the largest step
+ * over 127 rounded to f16, each sub-block's step a signed multiple of d.
+ */
+static void quant_q6_k(const struct kern_pack_layout *l, enum kern_mat_id id,
+		       unsigned int n, const float *v, int8_t *q, uint8_t *blob)
+{
+	struct kern_qk_mat m;
+	unsigned int N, K, s, j, i;
+
+	mat_dims(l, id, &N, &K);
+	kern_qk_mat_at(l->quant, blob + l->scales_off[id], N, K, &m);
+	for (s = 0; s < K / KERN_Q4_K_SUPER; s++) {
+		const float *x = v + s * KERN_Q4_K_SUPER;
+		float step[16], smax = 0, d;
+
+		for (j = 0; j < 16; j++) {
+			step[j] = amax_run(x + j * 16, 16) / 31.0f;
+			smax = step[j] > smax ? step[j] : smax;
+		}
+		d = kern_f16_to_f32(kern_f32_to_f16(smax / 127.0f));
+		m.d[(size_t)s * N + n] = d;
+		for (j = 0; j < 16; j++) {
+			int sc = d > 0 ? (int)roundf(step[j] / d) : 0;
+			float ds;
+
+			sc = sc > 127 ? 127 : sc;
+			m.sc[(size_t)(s * 16 + j) * N + n] = (uint8_t)sc;
+			ds = d * (float)sc;
+			for (i = 0; i < 16; i++) {
+				int t = ds > 0 ? (int)roundf(x[j * 16 + i] /
+							     ds) : 0;
+
+				t = t < -32 ? -32 : t > 31 ? 31 : t;
+				q[s * KERN_Q4_K_SUPER + j * 16 + i] =
+					(int8_t)(t + 32);
 			}
 		}
 	}
@@ -499,13 +546,14 @@ static uint8_t *tile_at(const struct kern_pack_layout *l, enum kern_mat_id id,
 			uint8_t *tiles, unsigned int N, unsigned int K,
 			unsigned int nb, unsigned int kb)
 {
-	return tiles + kern_tile_off(id == KERN_MAT_DOWN ?
-				     kern_tile_kcm(N, l->kc, l->kt, nb, kb) :
-				     kern_tile_rbm(K, l->kt, nb, kb));
+	return tiles + kern_tile_off_q(l->quant, id == KERN_MAT_DOWN ?
+				kern_tile_kcm(N, l->kc, l->kt, nb, kb) :
+				kern_tile_rbm(K, l->kt, nb, kb));
 }
 
 /* Write the 16 rows @q ([16][K] int8 or bf16) into their tiles: per tile
- * row @c, the 4 bytes of each output row @r. */
+ * row @c, the 4 bytes of each output row @r; Q5_K and Q6_K values' bits
+ * above the nibble into the tile's high-bit lines. */
 static void write_tiles(const struct kern_pack_layout *l, enum kern_mat_id id,
 			uint8_t *tiles, unsigned int N, unsigned int K,
 			unsigned int nb, const void *q)
@@ -516,6 +564,10 @@ static void write_tiles(const struct kern_pack_layout *l, enum kern_mat_id id,
 
 	for (kb = 0; kb < K / l->kt; kb++) {
 		uint8_t *t = tile_at(l, id, tiles, N, K, nb, kb);
+		unsigned int hb = kern_qk_hi_bits(l->quant), sh;
+
+		memset(t + KERN_TILE_BYTES, 0, kern_tile_bytes(l->quant) -
+		       KERN_TILE_BYTES);
 
 		for (c = 0; c < KERN_TILE_LINES; c++) {
 			for (r = 0; r < KERN_TILE_ROWS; r++) {
@@ -532,12 +584,25 @@ static void write_tiles(const struct kern_pack_layout *l, enum kern_mat_id id,
 					memcpy(d, h + row + c * 2, 4);
 					break;
 				case KT_QUANT_Q4_K:
+				case KT_QUANT_Q5_K:
+				case KT_QUANT_Q6_K:
 					for (i = 0; i < 4; i++) {
 						size_t k = row + c * 4 + i;
+						unsigned int cc = c * 4 + i, hh;
 
-						d[i] = (uint8_t)(q8[k] |
-							q8[k + KERN_INT4_HI_K]
-							<< 4);
+						d[i] = (uint8_t)((q8[k] & 0xf) |
+							(q8[k + KERN_INT4_HI_K]
+							 & 0xf) << 4);
+						for (hh = 0; hb && hh < 2; hh++) {
+							unsigned int o =
+								kern_qk_hi_byte(l->quant,
+									r, cc + hh * KERN_INT4_HI_K,
+									&sh);
+
+							t[o] |= (uint8_t)(((uint8_t)q8[k +
+								hh * KERN_INT4_HI_K] >> 4)
+								<< sh);
+						}
 					}
 					break;
 				default:
@@ -591,7 +656,12 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 						      (int8_t *)q + (size_t)r * K);
 				break;
 			case KT_QUANT_Q4_K:
+			case KT_QUANT_Q5_K:
 				quant_q4_k(l, id, n, v, (int8_t *)q +
+					   (size_t)r * K, blob);
+				break;
+			case KT_QUANT_Q6_K:
+				quant_q6_k(l, id, n, v, (int8_t *)q +
 					   (size_t)r * K, blob);
 				break;
 			case KT_QUANT_Q8_0:
@@ -652,28 +722,31 @@ int kern_pack_rows_q(const struct kern_pack_layout *l, enum kern_mat_id id,
 	return 0;
 }
 
-int kern_pack_rows_q4k(const struct kern_pack_layout *l, enum kern_mat_id id,
-		       unsigned int nb, const int8_t *q, const float *d,
-		       const float *dmin, const uint8_t *sc, const uint8_t *mn,
-		       uint8_t *blob)
+int kern_pack_rows_qk(const struct kern_pack_layout *l, enum kern_mat_id id,
+		      unsigned int nb, const int8_t *q, const float *d,
+		      const float *dmin, const uint8_t *sc, const uint8_t *mn,
+		      uint8_t *blob)
 {
-	struct kern_q4k_mat m;
-	unsigned int N, K, r, s, j;
+	struct kern_qk_mat m;
+	unsigned int N, K, r, s, j, sg = kern_qk_sub(l->quant);
 
-	if (l->quant != KT_QUANT_Q4_K)
+	if (!kern_quant_is_k(l->quant))
 		return -EINVAL;
 	mat_dims(l, id, &N, &K);
-	kern_q4k_mat_at(blob + l->scales_off[id], N, K, &m);
+	kern_qk_mat_at(l->quant, blob + l->scales_off[id], N, K, &m);
 	for (r = 0; r < KERN_TILE_ROWS; r++) {
 		unsigned int n = nb * KERN_TILE_ROWS + r;
 
 		for (s = 0; s < K / KERN_Q4_K_SUPER; s++) {
 			m.d[(size_t)s * N + n] = d[r * (K / 256) + s];
-			m.dmin[(size_t)s * N + n] = dmin[r * (K / 256) + s];
+			if (m.dmin)
+				m.dmin[(size_t)s * N + n] =
+					dmin[r * (K / 256) + s];
 		}
-		for (j = 0; j < K / KERN_Q4_K_SUB; j++) {
-			m.sc[(size_t)j * N + n] = sc[r * (K / 32) + j];
-			m.mn[(size_t)j * N + n] = mn[r * (K / 32) + j];
+		for (j = 0; j < K / sg; j++) {
+			m.sc[(size_t)j * N + n] = sc[r * (K / sg) + j];
+			if (m.mn)
+				m.mn[(size_t)j * N + n] = mn[r * (K / sg) + j];
 		}
 	}
 	write_tiles(l, id, blob + l->tiles_off[id], N, K, nb, q);
@@ -721,14 +794,29 @@ float kern_pack_get(const struct kern_pack_layout *l, enum kern_mat_id id,
 		return (float)(int8_t)*p * scales[n];
 	case KT_QUANT_Q8_0:
 		return (float)(int8_t)*p * scales[(size_t)(k / l->group) * N + n];
-	case KT_QUANT_Q4_K: {
-		struct kern_q4k_mat m;
-		int nib = k % KERN_TILE_K_INT4 < KERN_INT4_HI_K ? (*p & 0xf) :
-			  (*p >> 4);
-		size_t s = (size_t)(k / 256) * N + n, j = (size_t)(k / 32) * N + n;
+	case KT_QUANT_Q4_K:
+	case KT_QUANT_Q5_K:
+	case KT_QUANT_Q6_K: {
+		struct kern_qk_mat m;
+		unsigned int c = k % KERN_TILE_K_INT4, hb = kern_qk_hi_bits(l->quant), sh;
+		int v = c < KERN_INT4_HI_K ? (*p & 0xf) : (*p >> 4);
+		size_t s = (size_t)(k / 256) * N + n;
+		size_t j = (size_t)(k / kern_qk_sub(l->quant)) * N + n;
 
-		kern_q4k_mat_at(blob + l->scales_off[id], N, K, &m);
-		return m.d[s] * (float)m.sc[j] * (float)nib -
+		if (hb) {
+			const uint8_t *t = p - kern_tile_byte(l->quant,
+				n % KERN_TILE_ROWS, c);
+			/* the byte first: it sets sh */
+			unsigned int o = kern_qk_hi_byte(l->quant,
+							 n % KERN_TILE_ROWS, c,
+							 &sh);
+
+			v |= ((t[o] >> sh) & ((1 << hb) - 1)) << 4;
+		}
+		kern_qk_mat_at(l->quant, blob + l->scales_off[id], N, K, &m);
+		if (l->quant == KT_QUANT_Q6_K)
+			return m.d[s] * (float)(int8_t)m.sc[j] * (float)(v - 32);
+		return m.d[s] * (float)m.sc[j] * (float)v -
 		       m.dmin[s] * (float)m.mn[j];
 	}
 	case KT_QUANT_INT4: {

@@ -14,7 +14,7 @@
 
 #include "kernels/kern.h"
 #include "kernels/layout.h"
-#include "kernels/q4_k-layout.h"
+#include "kernels/qk-layout.h"
 
 #define KERN_PACK_MAX_RANGES	6
 
@@ -111,16 +111,18 @@ int kern_pack_rows_q(const struct kern_pack_layout *l, enum kern_mat_id id,
 		     uint8_t *blob);
 
 /*
- * kern_pack_rows_q4k() - pack rows [16*@nb, 16*@nb + 16) of matrix @id of a
- *	Q4_K layout from a file's blocks: @q [16][K] nibbles 0..15, @d and
- *	@dmin [16][K/256] f32, @sc and @mn [16][K/32] 6-bit values;
- *	w = d * sc * q - dmin * mn.
+ * kern_pack_rows_qk() - pack rows [16*@nb, 16*@nb + 16) of matrix @id of a
+ *	K-quant layout from a file's blocks: @q [16][K] values (Q4_K 0..15,
+ *	Q5_K 0..31, Q6_K 0..63), @d [16][K/256] f32. Q4_K, Q5_K: @dmin
+ *	[16][K/256] f32, @sc and @mn [16][K/32] 6-bit values, w = d * sc * q -
+ *	dmin * mn. Q6_K: @sc [16][K/16] int8 (as bytes), @dmin and @mn unused,
+ *	w = d * sc * (q - 32).
  * Return: 0; -EINVAL another quantization.
  */
-int kern_pack_rows_q4k(const struct kern_pack_layout *l, enum kern_mat_id id,
-		       unsigned int nb, const int8_t *q, const float *d,
-		       const float *dmin, const uint8_t *sc, const uint8_t *mn,
-		       uint8_t *blob);
+int kern_pack_rows_qk(const struct kern_pack_layout *l, enum kern_mat_id id,
+		      unsigned int nb, const int8_t *q, const float *d,
+		      const float *dmin, const uint8_t *sc, const uint8_t *mn,
+		      uint8_t *blob);
 
 /* Point @mat at matrix @id of the blob at @blob. */
 void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,

@@ -61,6 +61,17 @@ typedef __m512i vi;
 #define vi_set1_8(x)		_mm512_set1_epi8(x)
 #define vi_set1_32(x)		_mm512_set1_epi32(x)
 #define vi_hadd32(v)		_mm512_reduce_add_epi32(v)
+#define vi_or(a, b)		_mm512_or_si512(a, b)
+#define vi_sub32(a, b)		_mm512_sub_epi32(a, b)
+#define vi_mullo32(a, b)	_mm512_mullo_epi32(a, b)
+#define vi_slli16(a, n)		_mm512_slli_epi16(a, n)
+#define vi_srli16(a, n)		_mm512_srli_epi16(a, n)
+#define vi_slli32(a, n)		_mm512_slli_epi32(a, n)
+#define vf_cvt_f32(v)		_mm512_cvtepi32_ps(v)
+#define vf_fmsub(a, b, c)	_mm512_fmsub_ps(a, b, c)
+/* @acc + the dots of the 4 u8 of @u with the 4 s8 of @s per int32
+ * (vpdpbusd: the AVX-512 VNNI bodies only) */
+#define vi_dot_u8s8(acc, u, s)	_mm512_dpbusd_epi32(acc, u, s)
 
 /* VF_LANES bf16 at @p widened to f32 (a bf16 is the high half of one). */
 AI vf vf_load_bf16(const void *p)
@@ -73,6 +84,12 @@ AI vf vf_load_bf16(const void *p)
 AI vi vi_load_i8(const void *p)
 {
 	return _mm512_cvtepi8_epi32(_mm_loadu_si128(p));
+}
+
+/* VF_LANES uint8 at @p zero-extended to int32. */
+AI vi vi_load_u8(const void *p)
+{
+	return _mm512_cvtepu8_epi32(_mm_loadu_si128(p));
 }
 
 /* The VF_LANES int32 of @v (all within int8) stored as int8 at @p. */
@@ -120,6 +137,19 @@ typedef __m256i vi;
 #define vi_add32(a, b)		_mm256_add_epi32(a, b)
 #define vi_set1_8(x)		_mm256_set1_epi8(x)
 #define vi_set1_32(x)		_mm256_set1_epi32(x)
+#define vi_or(a, b)		_mm256_or_si256(a, b)
+#define vi_sub32(a, b)		_mm256_sub_epi32(a, b)
+#define vi_mullo32(a, b)	_mm256_mullo_epi32(a, b)
+#define vi_slli16(a, n)		_mm256_slli_epi16(a, n)
+#define vi_srli16(a, n)		_mm256_srli_epi16(a, n)
+#define vi_slli32(a, n)		_mm256_slli_epi32(a, n)
+#define vf_cvt_f32(v)		_mm256_cvtepi32_ps(v)
+#define vf_fmsub(a, b, c)	_mm256_fmsub_ps(a, b, c)
+/* vpmaddubsw then vpmaddwd by ones: the caller keeps each pair of u8 * s8
+ * products within int16 */
+#define vi_dot_u8s8(acc, u, s)						\
+	_mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s),\
+						_mm256_set1_epi16(1)))
 
 AI float vf_hmax(vf v)
 {
@@ -148,6 +178,11 @@ AI vf vf_load_bf16(const void *p)
 AI vi vi_load_i8(const void *p)
 {
 	return _mm256_cvtepi8_epi32(_mm_loadl_epi64(p));
+}
+
+AI vi vi_load_u8(const void *p)
+{
+	return _mm256_cvtepu8_epi32(_mm_loadl_epi64(p));
 }
 
 AI void vi_store_i8(void *p, vi v)

@@ -214,6 +214,10 @@ KT_EXPORT const char *kt_quant_name(enum kt_quant q)
 		return "q8_0";
 	case KT_QUANT_Q4_K:
 		return "q4_k";
+	case KT_QUANT_Q5_K:
+		return "q5_k";
+	case KT_QUANT_Q6_K:
+		return "q6_k";
 	default:
 		return "?";
 	}

@@ -77,6 +77,14 @@ static int quant_of(uint32_t type, enum kt_quant *q, unsigned int *group)
 		*q = KT_QUANT_Q4_K;
 		*group = 32;
 		return 0;
+	case LDR_GGML_Q5_K:
+		*q = KT_QUANT_Q5_K;
+		*group = 32;
+		return 0;
+	case LDR_GGML_Q6_K:
+		*q = KT_QUANT_Q6_K;
+		*group = 32;
+		return 0;
 	case LDR_GGML_Q4_0:
 		/* d * (nibble - 8): exactly kt's INT4 with group 32 */
 		*q = KT_QUANT_INT4;
@@ -111,7 +119,7 @@ static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
 			       (unsigned long long)K, (unsigned long long)N,
 			       (unsigned long long)p->E);
 	if (quant_of(t->type, &q, &group))
-		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, Q4_K, BF16, F16 and F32 expert tensors",
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, BF16, F16 and F32 expert tensors",
 			       p->g->path, (int)t->name.len, t->name.p,
 			       ldr_gguf_type_name(t->type));
 	if (!first) {
@@ -265,54 +273,95 @@ static float f16le(const uint8_t *p)
 }
 
 /*
- * Q4_K: per super-block of 256 (144 bytes): f16 d, f16 dmin, 12 bytes of
- * 6-bit scales and mins, 128 bytes of nibbles: value 64c + l (l < 32) is
- * the low nibble of byte 32c + l, value 64c + 32 + l its high nibble.
+ * One super-block of 256 of a K-quant row into @q (values), @d, @dmin (f32)
+ * and @sc, @mn (per sub-block) by the published block definitions:
+ * Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes of 6-bit scales and mins,
+ *	qs[128]: value 64c + l (l < 32) the low nibble of qs[32c + l], value
+ *	64c + 32 + l its high nibble.
+ * Q5_K (176 bytes): f16 d, f16 dmin, the same 12 bytes, qh[32], qs[128] as
+ *	Q4_K's; bit 2c of qh[l] is bit 4 of value 64c + l, bit 2c + 1 that
+ *	of value 64c + 32 + l.
+ * Q6_K (210 bytes): ql[128], qh[64], int8 scales[16] (one per 16), f16 d;
+ *	per half h of 128 values, l < 32: value 128h + 32i + l (i < 4) takes
+ *	the low (i < 2) or high nibble of ql[64h + 32(i % 2) + l] and bits
+ *	2i, 2i + 1 of qh[32h + l] as its bits 4 and 5; w = d * sc * (q - 32).
+ * Return: false when a scale is not finite.
  */
-static int pack_q4k(const struct ldr_gguf_src *p, const struct kern_pack_layout *l,
-		    int id, const uint8_t *src, struct ldr_gguf_bufs *bf,
-		    uint8_t *blob,
-		    uint32_t layer, uint32_t e)
+static bool unpack_qk(uint32_t type, const uint8_t *blk, int8_t *q, float *d,
+		      float *dmin, uint8_t *sc, uint8_t *mn)
+{
+	unsigned int c, j, i, h;
+
+	if (type == LDR_GGML_Q6_K) {
+		const uint8_t *ql = blk, *qh = blk + 128;
+
+		*d = f16le(blk + 208);
+		memcpy(sc, blk + 192, 16);
+		for (h = 0; h < 2; h++)
+			for (i = 0; i < 4; i++)
+				for (j = 0; j < 32; j++) {
+					uint8_t b = ql[64 * h + 32 * (i % 2) + j];
+					uint8_t lo = i < 2 ? (b & 0xf) : (b >> 4);
+
+					q[128 * h + 32 * i + j] = (int8_t)(lo |
+						((qh[32 * h + j] >> (2 * i)) & 3)
+						<< 4);
+				}
+		return isfinite(*d);
+	}
+	*d = f16le(blk);
+	*dmin = f16le(blk + 2);
+	for (j = 0; j < 8; j++)
+		q4k_scale_min(blk + 4, j, &sc[j], &mn[j]);
+	for (c = 0; c < 4; c++)
+		for (j = 0; j < 32; j++) {
+			const uint8_t *qs = blk + (type == LDR_GGML_Q5_K ? 48 : 16);
+			uint8_t v = qs[32 * c + j];
+			int h0 = 0, h1 = 0;
+
+			if (type == LDR_GGML_Q5_K) {
+				h0 = (blk[16 + j] >> (2 * c)) & 1;
+				h1 = (blk[16 + j] >> (2 * c + 1)) & 1;
+			}
+			q[64 * c + j] = (int8_t)((v & 0xf) | h0 << 4);
+			q[64 * c + 32 + j] = (int8_t)((v >> 4) | h1 << 4);
+		}
+	return isfinite(*d) && isfinite(*dmin);
+}
+
+/* a K-quant matrix, 16 rows at a time */
+static int pack_qk(const struct ldr_gguf_src *p, const struct kern_pack_layout *l,
+		   int id, const uint8_t *src, struct ldr_gguf_bufs *bf,
+		   uint8_t *blob, uint32_t layer, uint32_t e)
 {
 	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
 	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
-	unsigned int nb, r, b, j, c, ns = K / 256;
+	unsigned int nb, r, b, ns = K / 256, nsub = 256 / kern_qk_sub(l->quant);
+	uint32_t bb;
 
+	ldr_gguf_type_info(p->type, NULL, &bb, NULL);
 	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
 		for (r = 0; r < KERN_TILE_ROWS; r++) {
 			const uint8_t *row = src + ((size_t)nb *
-				KERN_TILE_ROWS + r) * ns * 144;
-			int8_t *q = bf->q + (size_t)r * K;
+				KERN_TILE_ROWS + r) * ns * bb;
 
 			for (b = 0; b < ns; b++) {
-				const uint8_t *blk = row + (size_t)b * 144;
-				float d = f16le(blk), dm = f16le(blk + 2);
+				unsigned int at = r * ns + b;
 
-				if (!isfinite(d) || !isfinite(dm))
+				if (!unpack_qk(p->type, row + (size_t)b * bb,
+					       bf->q + (size_t)r * K + b * 256,
+					       &bf->d[at], &bf->dmin[at],
+					       &bf->s6[at * nsub],
+					       &bf->m6[at * nsub]))
 					return ldr_err(-EINVAL, "%s: layer %d expert %u %s: super-block %u of row %u has a scale that is not finite",
 						       p->g->path,
 						       p->layer_ids[layer], e,
 						       mat_names[id], b,
 						       nb * KERN_TILE_ROWS + r);
-				bf->d[r * ns + b] = d;
-				bf->dmin[r * ns + b] = dm;
-				for (j = 0; j < 8; j++)
-					q4k_scale_min(blk + 4, j,
-						      &bf->s6[(r * ns + b) * 8 + j],
-						      &bf->m6[(r * ns + b) * 8 + j]);
-				for (c = 0; c < 4; c++)
-					for (j = 0; j < 32; j++) {
-						uint8_t v = blk[16 + 32 * c + j];
-
-						q[b * 256 + 64 * c + j] =
-							(int8_t)(v & 0xf);
-						q[b * 256 + 64 * c + 32 + j] =
-							(int8_t)(v >> 4);
-					}
 			}
 		}
-		kern_pack_rows_q4k(l, id, nb, bf->q, bf->d, bf->dmin, bf->s6,
-				   bf->m6, blob);
+		kern_pack_rows_qk(l, id, nb, bf->q, bf->d, bf->dmin, bf->s6,
+				  bf->m6, blob);
 	}
 	return 0;
 }
@@ -337,7 +386,9 @@ static int pack_matrix(const struct ldr_gguf_src *p,
 	case LDR_GGML_F32:
 		return kern_pack_matrix(l, id, src, KT_DTYPE_F32, K, blob);
 	case LDR_GGML_Q4_K:
-		return pack_q4k(p, l, id, src, bf, blob, layer, e);
+	case LDR_GGML_Q5_K:
+	case LDR_GGML_Q6_K:
+		return pack_qk(p, l, id, src, bf, blob, layer, e);
 	}
 	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
 		for (r = 0; r < KERN_TILE_ROWS; r++) {
@@ -438,8 +489,9 @@ int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out)
 	p->bf.sc = malloc(KERN_TILE_ROWS * kmax / 32 * sizeof(float));
 	p->bf.d = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
 	p->bf.dmin = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
-	p->bf.s6 = malloc(KERN_TILE_ROWS * kmax / 32);
-	p->bf.m6 = malloc(KERN_TILE_ROWS * kmax / 32);
+	/* per 32 (Q4_K, Q5_K), per 16 (Q6_K's scales) */
+	p->bf.s6 = malloc(KERN_TILE_ROWS * kmax / 16);
+	p->bf.m6 = malloc(KERN_TILE_ROWS * kmax / 16);
 	if (!p->bf.q || !p->bf.sc || !p->bf.d || !p->bf.dmin || !p->bf.s6 ||
 	    !p->bf.m6) {
 		ret = -ENOMEM;

@@ -44,6 +44,12 @@ uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
 	case KT_QUANT_Q4_K:
 		/* nibbles; per 256 two f32, per 32 two u8 */
 		return 3 * nk / 2 + 3 * (8 * nk / 256 + 2 * nk / 32);
+	case KT_QUANT_Q5_K:
+		/* Q4_K and one more bit per weight */
+		return 3 * nk * 5 / 8 + 3 * (8 * nk / 256 + 2 * nk / 32);
+	case KT_QUANT_Q6_K:
+		/* 6 bits; per 256 one f32, per 16 one i8 */
+		return 3 * nk * 3 / 4 + 3 * (4 * nk / 256 + nk / 16);
 	}
 	return 0;
 }

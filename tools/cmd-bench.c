@@ -45,8 +45,8 @@ static void usage(FILE *f)
 "      --inter I         expert intermediate size, a multiple of 128\n"
 "      --experts E       routed experts per layer\n"
 "      --topk K          experts per token (1..16)\n"
-"  -m, --method LIST     int8, int4, bf16, fp8, q8_0, q4_k, comma separated\n"
-"                        (default int8)\n"
+"  -m, --method LIST     int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, comma\n"
+"                        separated (default int8)\n"
 "  -g, --group-size G    INT4 group along K: 32, 64, 128 (default 128)\n"
 "      --src DTYPE       synthetic weights handed to kt: bf16 or f32 (bf16)\n"
 "run:\n"
@@ -212,7 +212,7 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 					BENCH_MAX_METHODS, one_quant);
 			if (n < 0)
 				return bad("--method", optarg,
-					   "int8, int4, bf16, q8_0 or q4_k (comma list)");
+					   "int8, int4, bf16, fp8, q8_0, q4_k, q5_k or q6_k (comma list)");
 			c->n_methods = (unsigned int)n;
 			break;
 		case 'g':

@@ -54,6 +54,11 @@ enum kt_quant {
 	/* GGUF Q4_K as read: super-blocks of 256 along K, 4-bit q with a
 	 * 6-bit scale and min per 32, w = d * sc * q - dmin * m */
 	KT_QUANT_Q4_K = 6,
+	/* GGUF Q5_K as read: as Q4_K with 5-bit q (0..31) */
+	KT_QUANT_Q5_K = 7,
+	/* GGUF Q6_K as read: super-blocks of 256, 6-bit q with a signed
+	 * 8-bit scale per 16, w = d * sc * (q - 32) */
+	KT_QUANT_Q6_K = 8,
 };
 
 /*
@@ -278,7 +283,8 @@ int kt_sysinfo_get(struct kt_sysinfo *si);
 const char *kt_isa_name(enum kt_isa isa);
 
 /**
- * kt_quant_name() - "int8", "int4", "bf16", "fp8", "q8_0" or "q4_k".
+ * kt_quant_name() - "int8", "int4", "bf16", "fp8", "q8_0", "q4_k", "q5_k"
+ *	or "q6_k".
  * @q: quantization.
  * Return: a static string; "?" for an unknown value.
  */

@@ -21,9 +21,10 @@ KT_MOE_MAX_TOKENS = 65536
 
 DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_I32, DTYPE_I64 = 0, 1, 2, 3, 4
 QUANT_INT8, QUANT_INT4, QUANT_BF16, QUANT_FP8 = 1, 2, 3, 4
-QUANT_Q8_0, QUANT_Q4_K = 5, 6  # GGUF blocks kept (Documentation/formats.md)
+QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K = 5, 6, 7, 8  # GGUF blocks kept (Documentation/formats.md)
 QUANT_NAMES = {QUANT_INT8: "int8", QUANT_INT4: "int4", QUANT_BF16: "bf16",
-               QUANT_FP8: "fp8", QUANT_Q8_0: "q8_0", QUANT_Q4_K: "q4_k"}
+               QUANT_FP8: "fp8", QUANT_Q8_0: "q8_0", QUANT_Q4_K: "q4_k",
+               QUANT_Q5_K: "q5_k", QUANT_Q6_K: "q6_k"}
 
 
 class CtxOpts(ctypes.Structure):

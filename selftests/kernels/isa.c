@@ -198,7 +198,8 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 {
 	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
 					    KT_QUANT_BF16, KT_QUANT_FP8,
-					    KT_QUANT_Q8_0, KT_QUANT_Q4_K };
+					    KT_QUANT_Q8_0, KT_QUANT_Q4_K,
+					    KT_QUANT_Q5_K, KT_QUANT_Q6_K };
 	static const unsigned int ms[] = { 1, 3, 16, 37, KERN_MAX_M };
 	const struct kern_ops *ops = kern_ops_get(isa);
 	const struct kern_ops *scalar = kern_ops_get(KT_ISA_SCALAR);
@@ -222,13 +223,13 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 		}
 		tested++;
 		/* H = 384, I = 768: six chunks of KC */
-		/* Q4_K: multiples of 256 (H = 512; I = 512 below) */
-		ASSERT_EQ(blob_make(&b, qs[qi], qs[qi] == KT_QUANT_Q4_K ?
+		/* K-quants: multiples of 256 (H = 512; I = 512 below) */
+		ASSERT_EQ(blob_make(&b, qs[qi], kern_quant_is_k(qs[qi]) ?
 				    512 : 384, 768, 0, 21), 0);
 		/* H = 256, I = 384: three chunks; INT4 with group 32, FP8
 		 * with per-row scales */
 		ASSERT_EQ(blob_make(&b2, qs[qi], 256,
-				    qs[qi] == KT_QUANT_Q4_K ? 512 : 384,
+				    kern_quant_is_k(qs[qi]) ? 512 : 384,
 				    qs[qi] == KT_QUANT_INT4 ? 32 :
 				    qs[qi] == KT_QUANT_FP8 ? KT_GROUP_CHANNEL :
 				    0, 22), 0);

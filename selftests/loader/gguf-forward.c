@@ -27,7 +27,7 @@ enum act_mode { ACT_Q8_0, ACT_INT4, ACT_Q8_K, ACT_BF16 };
 /*
  * In place, @n values of @x: Q8_0 per 32 (scale amax/127 rounded to f16,
  * q = rint(x * 127/amax)); INT4 (kt's INT4 rule) per @grp values (the row
- * of H, or a chunk of 128) with the f32 scale amax/127; Q8_K (for Q4_K)
+ * of H, or a chunk of 128) with the f32 scale amax/127; Q8_K (K-quants)
  * the same per 256 (x) or per 128 chunk (the intermediate); BF16 rounding.
  */
 static void act_quant(float *x, unsigned int n, enum act_mode mode,
@@ -286,6 +286,28 @@ TEST(q4_k_qwen3moe)
 	c.I = 256;
 	c.L = 2;
 	run_type(_metadata, c, KT_QUANT_Q4_K, ACT_Q8_K);
+}
+
+/* Q5_K and Q6_K: kept in their blocks as Q4_K, Q8_K activations */
+TEST(q5_k_qwen2moe)
+{
+	struct gw_cfg c = base;
+
+	c.arch = "qwen2moe";
+	c.type = GW_Q5_K;
+	c.I = 512;
+	run_type(_metadata, c, KT_QUANT_Q5_K, ACT_Q8_K);
+}
+
+TEST(q6_k_qwen3moe)
+{
+	struct gw_cfg c = base;
+
+	c.type = GW_Q6_K;
+	c.H = 512;
+	c.I = 256;
+	c.L = 2;
+	run_type(_metadata, c, KT_QUANT_Q6_K, ACT_Q8_K);
 }
 
 TEST(bf16_mixtral_llama)

@@ -17,7 +17,7 @@
 
 /* ggml type ids and block geometry, from the spec */
 enum { GW_F32 = 0, GW_F16 = 1, GW_Q4_0 = 2, GW_Q8_0 = 8, GW_Q4_K = 12,
-       GW_Q5_K = 13, GW_BF16 = 30 };
+       GW_Q5_K = 13, GW_Q6_K = 14, GW_Q2_K = 10, GW_BF16 = 30 };
 
 /* one field broken per file */
 enum gw_bad {
@@ -153,6 +153,10 @@ static inline size_t gw_type_bytes(uint32_t type, uint64_t n)
 		return n / 256 * 144;
 	case GW_Q5_K:
 		return n / 256 * 176;
+	case GW_Q6_K:
+		return n / 256 * 210;
+	case GW_Q2_K:
+		return n / 256 * 84;
 	case GW_F32:
 		return n * 4;
 	default:
@@ -191,8 +195,11 @@ static inline void gw_fill(uint8_t *d, uint32_t type, uint64_t n, uint64_t *s)
 		break;
 	}
 	case GW_Q4_K:
+	case GW_Q5_K: {
+		size_t bb = type == GW_Q4_K ? 144 : 176;
+
 		/* d in [0.0005, 0.002), dmin in [0.0005, 0.004) */
-		for (i = 0; i < len; i += 144) {
+		for (i = 0; i < len; i += bb) {
 			uint16_t hd = gw_f2h(0.0005f + 0.0015f *
 				(float)(gw_rand(s) % 1000) / 1000.0f);
 			uint16_t hm = gw_f2h(0.0005f + 0.0035f *
@@ -202,6 +209,18 @@ static inline void gw_fill(uint8_t *d, uint32_t type, uint64_t n, uint64_t *s)
 			d[i + 1] = (uint8_t)(hd >> 8);
 			d[i + 2] = (uint8_t)hm;
 			d[i + 3] = (uint8_t)(hm >> 8);
+		}
+		break;
+	}
+	case GW_Q6_K:
+		/* d (the last 2 bytes) in [1e-4, 3e-4) (no f16 subnormal);
+		 * signed scales any */
+		for (i = 0; i < len; i += 210) {
+			uint16_t hd = gw_f2h(1e-4f + 2e-4f *
+				(float)(gw_rand(s) % 1000) / 1000.0f);
+
+			d[i + 208] = (uint8_t)hd;
+			d[i + 209] = (uint8_t)(hd >> 8);
 		}
 		break;
 	case GW_BF16:
@@ -226,6 +245,22 @@ static inline void gw_fill(uint8_t *d, uint32_t type, uint64_t n, uint64_t *s)
 			}
 		}
 		break;
+	}
+}
+
+/* the 6-bit scale and min of sub-block @j (of 8) in the 12 scale bytes @sc
+ * of a Q4_K or Q5_K block: bytes 0-3 scales, 4-7 mins of j < 4 (low 6
+ * bits); for j >= 4, the nibbles of byte j + 4 and the top 2 bits of
+ * bytes j - 4 (scale) and j (min) */
+static inline void gw_k4_scale_min(const uint8_t *sc, unsigned int j,
+				   int *scale, int *mn)
+{
+	if (j < 4) {
+		*scale = sc[j] & 63;
+		*mn = sc[j + 4] & 63;
+	} else {
+		*scale = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
+		*mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
 	}
 }
 
@@ -258,23 +293,49 @@ static inline double gw_get(const uint8_t *d, uint32_t type, uint64_t K,
 		 * min of 8 sub-blocks), qs[128]; element 64c + l is the low
 		 * nibble of qs[32c + l], 64c + 32 + l its high nibble;
 		 * w = d * sc_j * q - dmin * m_j, j = sub-block of 32 */
-		unsigned int e = k % 256, j = e / 32, c = e / 64, l = e % 32;
-		const uint8_t *sc;
+		unsigned int e = k % 256, c = e / 64, l = e % 32;
 		int scale, mn, q;
 
 		b = d + (n * (K / 256) + k / 256) * 144;
-		sc = b + 4;
-		if (j < 4) {
-			scale = sc[j] & 63;
-			mn = sc[j + 4] & 63;
-		} else {
-			scale = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
-			mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-		}
+		gw_k4_scale_min(b + 4, e / 32, &scale, &mn);
 		q = (e % 64) < 32 ? (b[16 + 32 * c + l] & 0xf) :
 				    (b[16 + 32 * c + l] >> 4);
 		return (double)gw_h2f((uint16_t)(b[0] | b[1] << 8)) * scale * q -
 		       (double)gw_h2f((uint16_t)(b[2] | b[3] << 8)) * mn;
+	}
+	case GW_Q5_K: {
+		/* block_q5_K: f16 d, f16 dmin, scales[12] as Q4_K's, qh[32],
+		 * qs[128] as Q4_K's; bit 2c of qh[l] adds 16 to element
+		 * 64c + l, bit 2c + 1 to element 64c + 32 + l */
+		unsigned int e = k % 256, c = e / 64, l = e % 32;
+		unsigned int hi = (e % 64) >= 32;
+		int scale, mn, q;
+
+		b = d + (n * (K / 256) + k / 256) * 176;
+		gw_k4_scale_min(b + 4, e / 32, &scale, &mn);
+		q = hi ? (b[48 + 32 * c + l] >> 4) : (b[48 + 32 * c + l] & 0xf);
+		if (b[16 + l] & (1u << (2 * c + hi)))
+			q += 16;
+		return (double)gw_h2f((uint16_t)(b[0] | b[1] << 8)) * scale * q -
+		       (double)gw_h2f((uint16_t)(b[2] | b[3] << 8)) * mn;
+	}
+	case GW_Q6_K: {
+		/* block_q6_K: ql[128], qh[64], int8 scales[16], f16 d; in half
+		 * h of 128, element 128h + 32i + l (l < 32): the low nibble
+		 * (i = 0, 1) or high nibble (i = 2, 3) of ql[64h + 32(i&1) +
+		 * l], bits 2i..2i+1 of qh[32h + l] above it; scale of its 16;
+		 * w = d * scale * (q - 32) */
+		unsigned int e = k % 256, hf = e / 128, i = e % 128 / 32,
+			     l = e % 32;
+		uint8_t lq;
+		int q;
+
+		b = d + (n * (K / 256) + k / 256) * 210;
+		lq = b[64 * hf + 32 * (i & 1) + l];
+		q = (i < 2 ? (lq & 0xf) : (lq >> 4)) |
+		    (((b[128 + 32 * hf + l] >> (2 * i)) & 3) << 4);
+		return (double)gw_h2f((uint16_t)(b[208] | b[209] << 8)) *
+		       (int8_t)b[192 + e / 16] * (q - 32);
 	}
 	case GW_F32:
 		memcpy(&f, d + 4 * (n * K + k), 4);

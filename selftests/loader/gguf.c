@@ -136,16 +136,28 @@ TEST(every_truncation_refused)
 	struct ldr_gguf g;
 	struct gw_buf b, cut = { 0 };
 	size_t n, data, len;
+	struct gw_cfg c[2] = { small, small };
+	int i;
 
-	gw_build(&small, &b, t, &n, &data);
-	for (len = 0; len < b.len; len += len < data + 64 ? 1 : 4093) {
-		cut.p = malloc(len ? len : 1);
-		memcpy(cut.p, b.p, len);
-		ASSERT_EQ(parse_image(&cut, len, &g), -EINVAL);
+	/* K-quant blocks (Q6_K, down Q5_K): whole super-blocks of 256 */
+	c[1].H = 256;
+	c[1].I = 256;
+	c[1].type = GW_Q6_K;
+	c[1].down_type = GW_Q5_K;
+	for (i = 0; i < 2; i++) {
+		gw_build(&c[i], &b, t, &n, &data);
+		for (len = 0; len < b.len;
+		     len += len < data + 64 ? 1 : 4093) {
+			cut.p = malloc(len ? len : 1);
+			memcpy(cut.p, b.p, len);
+			ASSERT_EQ(parse_image(&cut, len, &g), -EINVAL);
+			ldr_gguf_release(&g);
+			free(cut.p);
+		}
+		ASSERT_EQ(parse_image(&b, b.len, &g), 0);
 		ldr_gguf_release(&g);
-		free(cut.p);
+		free(b.p);
 	}
-	free(b.p);
 }
 
 /* kt_model_open: what kt does not run is refused and named */
@@ -177,14 +189,45 @@ TEST(model_refusals_name_the_reason)
 
 	ASSERT_EQ(test_ctx(&ctx), 0);
 	c = small;
-	c.type = GW_Q5_K;
+	c.type = GW_Q2_K;
 	c.I = 256;		/* a whole super-block along K of down */
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
-	EXPECT_NE(strstr(kt_last_error(), "Q5_K"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "Q2_K"), NULL);
 	c = small;
 	c.down_type = GW_Q4_0;
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
 	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), "one quantization"), NULL);
+	/* a Q6_K super-block scale (its last 2 bytes) that is a NaN */
+	{
+		struct gw_tensor t[16];
+		struct gw_buf b;
+		size_t n, data;
+		char *path;
+
+		c = small;
+		c.H = 256;
+		c.I = 256;
+		c.type = GW_Q6_K;
+		gw_build(&c, &b, t, &n, &data);
+		b.p[data + t[0].off + 208] = 0x00;
+		b.p[data + t[0].off + 209] = 0x7e;
+		path = gw_save(&b);
+		free(b.p);
+		ASSERT_NE(path, NULL);
+		EXPECT_EQ(kt_model_open(ctx, path, NULL, &m), -EINVAL);
+		EXPECT_NE(strstr(kt_last_error(), "not finite"), NULL);
+		unlink(path);
+		free(path);
+	}
+	/* Q4_K_M's usual mix: gate/up Q4_K, down Q6_K */
+	c = small;
+	c.H = 256;
+	c.I = 256;
+	c.type = GW_Q4_K;
+	c.down_type = GW_Q6_K;
+	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
+	EXPECT_NE(strstr(kt_last_error(), "Q6_K"), NULL);
 	EXPECT_NE(strstr(kt_last_error(), "one quantization"), NULL);
 	c = small;
 	c.arch = "gpt-oss";

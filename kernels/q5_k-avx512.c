@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: MIT
+/*
+ * q5_k-avx512.c - Q5_K on AVX-512 VNNI (vpdpbusd): the K-quant body of
+ * qk-vec.h at 512 bits.
+ */
+#define VEC_BITS	512
+#define VEC_ISA		avx512
+#define QK_T		q5_k
+#define QK_Q		KT_QUANT_Q5_K
+#include "kernels/qk-vec.h"

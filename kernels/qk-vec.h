@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * qk-vec.h - the K-quant kernels (Q4_K, Q5_K, Q6_K) written once over the
+ * width layer (vec.h), as the oracle (qk-scalar.c) computes them: the low
+ * nibbles of a weight line and its high bits (Q5_K 1, Q6_K 2, from the
+ * tile's high-bit lines) make the unsigned operand of an u8 x s8 dot per
+ * 4 (vpdpbusd; vpmaddubsw + vpmaddwd on AVX2: 2 * 63 * 127 < 32768); per
+ * sub-block the int32 dots are scaled by its scale, the activation sums by
+ * its min (Q6_K: its scale, the -32), and per activation block one f32
+ * FMA. A vector covers VF_LANES output rows: a whole line (16 rows of 4
+ * bytes) on 512 bits, half of one on 256.
+ *
+ * Included by kernels/q{4,5,6}_k-{avx2,avx512}.c after defining VEC_BITS,
+ * VEC_ISA (avx2, avx512), QK_T (q4_k, q5_k, q6_k) and QK_Q (its enum).
+ */
+#include "kernels/qk.h"
+#include "kernels/simd.h"
+#include "kernels/vec.h"
+#include "kernels/rows-vec.h"
+
+#define QK_HB		kern_qk_hi_bits(QK_Q)	/* bits above the nibble */
+#define QK_SG		kern_qk_sub(QK_Q)	/* sub-block of a scale */
+#define QK_NS		(32 / QK_SG)	/* sub-blocks of 8 lines' values */
+#define QK_TB		kern_tile_bytes(QK_Q)
+#define QK_LINE		KERN_TILE_ROW_BYTES
+#define MR		(VEC_BITS == 512 ? 4 : 2)	/* tokens at once */
+#define PF		(4 * 1024)
+/* the per-ISA name of @name for this quantization: name_q6_k_avx2 */
+#define QNAME(name)	VCAT(VCAT(name, QK_T), VEC_ISA)
+
+size_t QNAME(kern_act_row_bytes)(unsigned int K, unsigned int group)
+{
+	return kern_qk_row_bytes(K, QK_SG);
+}
+
+void QNAME(kern_act_prepare)(const void *src, size_t src_stride,
+			     enum kt_dtype dtype, unsigned int rows,
+			     unsigned int K, unsigned int group, uint8_t *dst,
+			     size_t dst_stride)
+{
+	kern_qk_prepare(src, src_stride, dtype, rows, K, QK_SG, dst,
+			dst_stride);
+}
+
+size_t QNAME(kern_scratch_bytes)(const struct kern_geom *g,
+				 unsigned int max_m)
+{
+	return 0;
+}
+
+AI vi bcast4(const uint8_t *p)
+{
+	return vi_set1_32(ld32(p));
+}
+
+/* bits [@pos, @pos + QK_HB) of every byte of @h at bits 4.. (no others);
+ * a switch so that every shift count is an immediate at any -O */
+AI vi hi_at(vi h, unsigned int pos)
+{
+	const vi m = vi_set1_8((char)(((1 << QK_HB) - 1) << 4));
+
+	switch (pos) {
+	case 0:
+		return vi_and(vi_slli16(h, 4), m);
+	case 1:
+		return vi_and(vi_slli16(h, 3), m);
+	case 2:
+		return vi_and(vi_slli16(h, 2), m);
+	case 3:
+		return vi_and(vi_slli16(h, 1), m);
+	case 4:
+		return vi_and(h, m);
+	case 5:
+		return vi_and(vi_srli16(h, 1), m);
+	case 6:
+		return vi_and(vi_srli16(h, 2), m);
+	default:
+		return vi_and(vi_srli16(h, 3), m);
+	}
+}
+
+/* VF_LANES scales of a sub-block: Q6_K's are signed */
+AI vi load_sc(const uint8_t *p)
+{
+	return QK_Q == KT_QUANT_Q6_K ? vi_load_i8(p) : vi_load_u8(p);
+}
+
+/*
+ * One activation block of @nt tiles (consecutive in memory from @t) of
+ * rows [n, n + VF_LANES): column @kw (in the weight matrix) of its first
+ * value, @xo its offset in the activation rows x[m] (of K @kx), block @xb.
+ */
+AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
+	      unsigned int N, unsigned int n, unsigned int kw,
+	      const uint8_t *const *x, unsigned int kx, unsigned int xo,
+	      unsigned int xb, const int M, vf *acc)
+{
+	const vi lo4 = vi_set1_8(0x0f);
+	/* this vector's rows within a line (a half line on 256 bits) */
+	const unsigned int ro = n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
+	const unsigned int per = QK_HB ? 4 / QK_HB : 1;
+	vi sumi[MR], summ[MR];
+	unsigned int tt, h, j, sb;
+	vf d;
+	int m;
+
+	for (m = 0; m < M; m++)
+		sumi[m] = summ[m] = vi_zero();
+	for (tt = 0; tt < nt; tt++) {
+		const uint8_t *tp = t + tt * QK_TB;
+
+		for (h = 0; h < 2; h++) {
+			/* low nibbles: k 32h + 4j.., high: 64 + 32h + 4j.. */
+			unsigned int k0 = kw + tt * KERN_TILE_K_INT4 + h * 32;
+			unsigned int x0 = xo + tt * KERN_TILE_K_INT4 + h * 32;
+			vi dl[2][MR], dh[2][MR], hv = vi_zero();
+
+			for (sb = 0; sb < QK_NS; sb++)
+				for (m = 0; m < M; m++)
+					dl[sb][m] = dh[sb][m] = vi_zero();
+#pragma GCC unroll 8
+			for (j = 0; j < 8; j++) {
+				const unsigned int L = h * 8 + j;
+				const unsigned int js = j / (8 / QK_NS);
+				const uint8_t *lp = tp + L * QK_LINE + ro;
+				vi w = vi_load(lp);
+				vi wl = vi_and(w, lo4);
+				vi wh = vi_and(vi_srli16(w, 4), lo4);
+
+				if (QK_HB) {
+					unsigned int pos = 2 * QK_HB * (L % per);
+
+					if (L % per == 0)
+						hv = vi_load(tp + KERN_TILE_BYTES +
+							     L / per * QK_LINE + ro);
+					wl = vi_or(wl, hi_at(hv, pos));
+					wh = vi_or(wh, hi_at(hv, pos + QK_HB));
+				}
+				_mm_prefetch((const char *)lp + PF, _MM_HINT_T0);
+				for (m = 0; m < M; m++) {
+					dl[js][m] = vi_dot_u8s8(dl[js][m], wl,
+						bcast4(x[m] + x0 + j * 4));
+					dh[js][m] = vi_dot_u8s8(dh[js][m], wh,
+						bcast4(x[m] + x0 + 64 + j * 4));
+				}
+			}
+			for (sb = 0; sb < QK_NS; sb++) {
+				size_t il = (size_t)(k0 / QK_SG + sb) * N + n;
+				size_t ih = (size_t)((k0 + 64) / QK_SG + sb) * N + n;
+				vi scl = load_sc(s->sc + il), sch = load_sc(s->sc + ih);
+				vi mnl = scl, mnh = sch;
+
+				if (QK_Q != KT_QUANT_Q6_K) {
+					mnl = vi_load_u8(s->mn + il);
+					mnh = vi_load_u8(s->mn + ih);
+				}
+				for (m = 0; m < M; m++) {
+					const int32_t *xs = kern_qk_row_sums(x[m], kx);
+
+					sumi[m] = vi_add32(sumi[m], vi_add32(
+						vi_mullo32(dl[sb][m], scl),
+						vi_mullo32(dh[sb][m], sch)));
+					summ[m] = vi_add32(summ[m], vi_add32(
+						vi_mullo32(mnl, vi_set1_32(
+							xs[x0 / QK_SG + sb])),
+						vi_mullo32(mnh, vi_set1_32(
+							xs[(x0 + 64) / QK_SG + sb]))));
+				}
+			}
+		}
+	}
+	d = vf_load(s->d + (size_t)(kw / KERN_Q4_K_SUPER) * N + n);
+	for (m = 0; m < M; m++) {
+		vf dx = vf_set1(kern_qk_row_scales(x[m], kx)[xb]);
+
+		if (QK_Q == KT_QUANT_Q6_K) {
+			/* sum sc * (q - 32) * x = sumi - 32 * summ, exact */
+			vi si = vi_sub32(sumi[m], vi_slli32(summ[m], 5));
+
+			acc[m] = vf_fmadd(dx, vf_mul(d, vf_cvt_f32(si)), acc[m]);
+		} else {
+			vf dm = vf_load(s->dmin +
+					(size_t)(kw / KERN_Q4_K_SUPER) * N + n);
+
+			acc[m] = vf_fmadd(dx, vf_fmsub(d, vf_cvt_f32(sumi[m]),
+					  vf_mul(dm, vf_cvt_f32(summ[m]))),
+					  acc[m]);
+		}
+	}
+}
+
+/* gate or up rows [n, n + VF_LANES) for M tokens: K = H in blocks of 256 */
+AI void mat_rows(const struct kern_mat *mat, unsigned int N, unsigned int K,
+		 unsigned int n, const uint8_t *const *x, const int M, vf *acc)
+{
+	struct kern_qk_mat s;
+	unsigned int b;
+	int m;
+
+	kern_qk_mat_at(QK_Q, mat->scales, N, K, &s);
+	for (m = 0; m < M; m++)
+		acc[m] = vf_zero();
+	for (b = 0; b < K / KERN_Q4_K_SUPER; b++)
+		block(mat->tiles + kern_tile_off_q(QK_Q, kern_tile_rbm(K,
+				KERN_TILE_K_INT4, n / KERN_TILE_ROWS, b * 2)),
+		      2, &s, N, n, b * KERN_Q4_K_SUPER, x, K,
+		      b * KERN_Q4_K_SUPER, b, M, acc);
+}
+
+AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
+		      unsigned int i, const int M)
+{
+	const uint8_t *x[MR];
+	vf fg[MR], fu[MR];
+	int m;
+
+	for (m = 0; m < M; m++)
+		x[m] = a->act + a->act_rows[i + m] * a->act_stride;
+	mat_rows(a->gate, a->N, a->K, n, x, M, fg);
+	mat_rows(a->up, a->N, a->K, n, x, M, fu);
+	for (m = 0; m < M; m++)
+		vf_store(a->out + (i + m) * a->out_stride + (n - a->n0),
+			 vf_silu_mul(fg[m], fu[m]));
+}
+
+void QNAME(kern_gate_up)(const struct kern_gate_up_args *a)
+{
+	KERN_VEC_ROWS(gate_up_block, a, MR);
+}
+
+/* down: each KC chunk is one activation block and KC / 128 tiles */
+AI void down_block(const struct kern_down_args *a, unsigned int n,
+		   unsigned int i, const int M)
+{
+	const unsigned int kc = a->kc, c0 = a->k0 / kc;
+	const size_t crow = kern_qk_row_bytes(kc, QK_SG);
+	struct kern_qk_mat s;
+	const uint8_t *x[MR];
+	vf f[MR];
+	unsigned int c;
+	int m;
+
+	kern_qk_mat_at(QK_Q, a->down->scales, a->N, a->K, &s);
+	for (m = 0; m < M; m++)
+		f[m] = vf_zero();
+	for (c = c0; c < a->k1 / kc; c++) {
+		for (m = 0; m < M; m++)
+			x[m] = a->act + (i + m) * a->act_stride +
+			       (c - c0) * crow;
+		block(a->down->tiles + kern_tile_off_q(QK_Q, kern_tile_kcm(a->N,
+				kc, KERN_TILE_K_INT4, n / KERN_TILE_ROWS,
+				c * kc / KERN_TILE_K_INT4)),
+		      kc / KERN_TILE_K_INT4, &s, a->N, n, c * kc, x, kc, 0, 0,
+		      M, f);
+	}
+	for (m = 0; m < M; m++) {
+		float *y = a->y + a->y_rows[i + m] * a->y_stride + n;
+
+		vf_store(y, vf_fmadd(vf_set1(a->w[i + m]), f[m], vf_load(y)));
+	}
+}
+
+void QNAME(kern_down)(const struct kern_down_args *a)
+{
+	KERN_VEC_ROWS(down_block, a, MR);
+}
