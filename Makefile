@@ -101,7 +101,8 @@ TEST_CXX_SRCS := $(sort $(wildcard selftests/*/*.cc))
 TEST_BINS := $(TEST_SRCS:%.c=$(obj)/%) $(TEST_CXX_SRCS:%.cc=$(obj)/%)
 LIBKT_TEST := $(obj)/libkt-test.a
 # Programs of scripts/ built against libkt.a with the library's flags.
-SCRIPT_BINS := $(obj)/scripts/simd-bench $(obj)/scripts/amx-cross
+SCRIPT_BINS := $(obj)/scripts/simd-bench $(obj)/scripts/amx-cross \
+	$(obj)/scripts/amx-loops
 
 LIBKT_SO := $(obj)/libkt.so
 LIBKT_A := $(obj)/libkt.a
