@@ -205,7 +205,7 @@ static int bc_parse(int argc, char **argv, struct bc_cfg *c)
 				goto bad;
 			break;
 		case 'h':
-			printf(usage_text);
+			fputs(usage_text, stdout);
 			return 1;
 		default:
 			goto bad;
@@ -215,7 +215,7 @@ static int bc_parse(int argc, char **argv, struct bc_cfg *c)
 bad:
 	fprintf(stderr, "kt bench: bad option or value%s%s\n",
 		optarg ? ": " : "", optarg ? optarg : "");
-	fprintf(stderr, usage_text);
+	fputs(usage_text, stderr);
 	return -EINVAL;
 }
 
