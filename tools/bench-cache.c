@@ -45,9 +45,9 @@ struct bc_cfg {
 
 static const char *const usage_text =
 "usage: kt bench --preset NAME --method M --layers N --write-model FILE.ktw\n"
-"       kt bench --model FILE.ktw [--budget SIZE|PCT%%] [--routing R] ...\n"
+"       kt bench --model FILE.ktw [--budget SIZE|PCT%] [--routing R] ...\n"
 "  --distinct N       experts packed from distinct weights when writing (64)\n"
-"  --budget SIZE      memory for experts: bytes (K/M/G) or a share (25%%)\n"
+"  --budget SIZE      memory for experts: bytes (K/M/G) or a share (25%)\n"
 "  --routing R        uniform or zipf:S (default zipf:1.0)\n"
 "  --load HOW         cache (default) or mmap (page faults read the file)\n"
 "  --prefetch N       read layer L+1's N likeliest experts during layer L\n"
