@@ -18,7 +18,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: kt inspect FILE.ktw | DIR [--method M [--group-size N]]\n"
+		"usage: kt inspect FILE.ktw | FILE.gguf | DIR [--method M [--group-size N]]\n"
 		"       kt inspect --load [--block BYTES] [--depth N] [--no-verify]\n"
 		"                  [--no-uring] [--no-hugepage] FILE.ktw\n\n"
 		"--load opens the model as a server would (kt_model_open) and reports\n"
@@ -99,6 +99,19 @@ static int load(const char *path, struct kt_model_opts *mo, bool folder)
 	return 0;
 }
 
+/* A GGUF file (its magic), which kt_model_open() reads as it is. */
+static bool is_gguf(const char *path)
+{
+	char magic[4];
+	FILE *f = fopen(path, "rb");
+	bool yes = f && fread(magic, 1, 4, f) == 4 &&
+		   !memcmp(magic, "GGUF", 4);
+
+	if (f)
+		fclose(f);
+	return yes;
+}
+
 static int cmd_inspect(int argc, char **argv)
 {
 	struct kt_model_opts mo = { .sz = sizeof(mo) };
@@ -147,7 +160,7 @@ static int cmd_inspect(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!stat(path, &sb) && S_ISDIR(sb.st_mode))
+	if ((!stat(path, &sb) && S_ISDIR(sb.st_mode)) || is_gguf(path))
 		return load(path, &mo, true);
 	if (do_load)
 		return load(path, &mo, false);
