@@ -287,15 +287,21 @@ DEBUG_TESTS := build/debug/selftests/moe/misuse
 CI_LOGS := build/ci
 CI_SAN_asan := address,undefined
 CI_SAN_tsan := thread
+# The ASan+UBSan pass is make fault-check's build (below): the same
+# sanitizers with the fault hooks compiled in, idle unless a test arms
+# them, so that selftests/loader/fault walks every site in CI.
+CI_O_asan = $(FAULT_O)
+CI_O_tsan = $(call san_o,thread)
+CI_MAKE_asan = $(FAULT_MAKE)
+CI_MAKE_tsan = $(MAKE) --no-print-directory SAN=thread
 # a pass's test binaries and kt command, in its own tree
-ci_bins = $(patsubst $(obj)/%,$(call san_o,$(CI_SAN_$(1)))/%, \
+ci_bins = $(patsubst $(obj)/%,$(CI_O_$(1))/%, \
 	$(filter-out $(SAN_SKIP_$(CI_SAN_$(1))),$(TEST_BINS)))
-ci_kt = $(call san_o,$(CI_SAN_$(1)))/kt
+ci_kt = $(CI_O_$(1))/kt
 .PHONY: ci-build-asan ci-build-tsan ci-build-debug ci-run-plain \
 	ci-run-debug ci-run-asan ci-run-tsan
 ci-build-asan ci-build-tsan: ci-build-%:
-	$(Q)$(MAKE) --no-print-directory SAN=$(CI_SAN_$*) $(call ci_kt,$*) \
-		$(call ci_bins,$*)
+	$(Q)$(CI_MAKE_$*) $(call ci_kt,$*) $(call ci_bins,$*)
 # TSan and DEBUG=1 link the plain build's kernels: built first, here; and
 # every tree embeds the one fatbin, made here before the sub-makes start
 ci-build-tsan ci-build-debug: $(LIBKT_A)
@@ -434,9 +440,9 @@ $(FUZZ_O)/%: selftests/fuzz/%.c selftests/fuzz/fuzz.h $(FUZZ_O)/libkt-fuzz.a
 # loader/fault.h exist only there. selftests/loader/fault walks them.
 FAULT_O ?= build/fault
 .PHONY: fault-check
+FAULT_MAKE = $(MAKE) --no-print-directory O=$(FAULT_O) \
+	SAN=address,undefined CFLAGS=-DKT_FAULT_INJECT
 fault-check:
-	$(Q)$(MAKE) --no-print-directory O=$(FAULT_O) SAN=address,undefined \
-		CFLAGS=-DKT_FAULT_INJECT $(FAULT_O)/kt \
-		$(FAULT_O)/selftests/loader/fault
+	$(Q)$(FAULT_MAKE) $(FAULT_O)/kt $(FAULT_O)/selftests/loader/fault
 	$(Q)scripts/run-selftests.sh --kt $(FAULT_O)/kt \
 		$(FAULT_O)/selftests/loader/fault
