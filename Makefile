@@ -304,7 +304,10 @@ ci-build-asan ci-build-tsan: ci-build-%:
 	$(Q)$(CI_MAKE_$*) $(call ci_kt,$*) $(call ci_bins,$*)
 # TSan and DEBUG=1 link the plain build's kernels: built first, here; and
 # every tree embeds the one fatbin, made here before the sub-makes start
-ci-build-tsan ci-build-debug: $(LIBKT_A)
+ci-build-tsan ci-build-debug: $(LIBKT_A) $(LIBKT_TEST)
+# the plain build first, with both cores: its tests then run beside the
+# ASan+UBSan build, the longest
+ci-build-asan: | selftests
 ci-build-asan ci-build-tsan ci-build-debug: $(if $(NVCC),$(GPU_FATBIN))
 ci-build-debug:
 	$(Q)$(MAKE) --no-print-directory DEBUG=1 $(DEBUG_TESTS)
