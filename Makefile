@@ -301,7 +301,7 @@ ci_kt = $(CI_O_$(1))/kt
 .PHONY: ci-build-asan ci-build-tsan ci-build-debug ci-run-plain \
 	ci-run-debug ci-run-asan ci-run-tsan
 ci-build-asan ci-build-tsan: ci-build-%:
-	$(Q)$(CI_MAKE_$*) $(call ci_kt,$*) $(call ci_bins,$*)
+	+$(Q)$(CI_MAKE_$*) $(call ci_kt,$*) $(call ci_bins,$*)
 # TSan and DEBUG=1 link the plain build's kernels: built first, here; and
 # every tree embeds the one fatbin, made here before the sub-makes start
 ci-build-tsan ci-build-debug: $(LIBKT_A) $(LIBKT_TEST)
@@ -446,6 +446,6 @@ FAULT_O ?= build/fault
 FAULT_MAKE = $(MAKE) --no-print-directory O=$(FAULT_O) \
 	SAN=address,undefined CFLAGS=-DKT_FAULT_INJECT
 fault-check:
-	$(Q)$(FAULT_MAKE) $(FAULT_O)/kt $(FAULT_O)/selftests/loader/fault
+	+$(Q)$(FAULT_MAKE) $(FAULT_O)/kt $(FAULT_O)/selftests/loader/fault
 	$(Q)scripts/run-selftests.sh --kt $(FAULT_O)/kt \
 		$(FAULT_O)/selftests/loader/fault
