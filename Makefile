@@ -92,6 +92,22 @@ $(1)-test-objs := $$(addprefix $(obj)/$(1)/,$$(obj-test))
 endef
 $(foreach d,$(LIB_DIRS) tools,$(eval $(call kbuild,$(d))))
 
+# Builds that do not check the kernels link the plain build's (build/):
+# SAN=thread looks for races in the runtime's threading (ktcore, uring,
+# loader, cache), and the kernels are single-threaded compute on rows each
+# worker owns, 20x slower and 3x longer to build under TSan; DEBUG=1's
+# misuse checks are not in them. crc32c.o, whose lazily built tables
+# threads share, is always built in the tree. PLAIN_KERNELS=0 builds them
+# all in the tree (Documentation/debugging.md).
+PLAIN_KERNELS ?= $(if $(filter thread,$(SAN)),1,$(if $(DEBUG),$(if $(SAN),,1)))
+ifeq ($(PLAIN_KERNELS)$(filter-out build,$(obj)),1$(obj))
+plain_kern = $(patsubst $(obj)/%,build/%,$(filter-out %/crc32c.o,$(1))) \
+	$(filter %/crc32c.o,$(1))
+kernels-objs := $(call plain_kern,$(kernels-objs))
+kernels-test-objs := $(call plain_kern,$(kernels-test-objs))
+KERN_PLAIN := $(filter build/kernels/%,$(kernels-objs) $(kernels-test-objs))
+endif
+
 LIB_OBJS := $(foreach d,$(LIB_DIRS),$($(d)-objs))
 TEST_OBJS := $(foreach d,$(LIB_DIRS),$($(d)-test-objs))
 TOOL_OBJS := $(tools-objs)
@@ -158,6 +174,15 @@ $(GPU_FATBIN): gpu/ffn.cu gpu/ffn-abi.h gpu/layout.h build/gpu/ffn.nvflags
 	@mkdir -p $(@D)
 	$(quiet) NVCC $@
 	$(Q)$(NVCC) $(NVCC_FLAGS) -fatbin -o $@ $<
+
+# the plain build's kernels, for SAN=thread (above): made by a plain make
+ifneq ($(KERN_PLAIN),)
+$(KERN_PLAIN): plain-kernels ;
+.PHONY: plain-kernels
+plain-kernels:
+	$(Q)$(MAKE) --no-print-directory SAN= DEBUG= PLAIN_KERNELS= O=build \
+		$(KERN_PLAIN)
+endif
 
 $(LIBKT_SO): $(LIB_OBJS) libkt.map
 	$(quiet) LD $@
@@ -246,9 +271,12 @@ check: selftests check-layers check-abi
 check-layers:
 	$(Q)scripts/check-layers.sh
 
-# What CI runs: the ABI and layer checks, then the selftests plain, under
-# ASan+UBSan and under TSan, with one summary line at the end.
-CHECK_SANS := address,undefined thread
+# What CI runs: the ABI and layer checks, the fuzzers (fuzz-run, below),
+# then the selftests plain, in the KT_DEBUG build, under ASan+UBSan and
+# under TSan, with one summary line at the end. Each pass's tests start
+# once its build is done and the pass before has run (no two passes share
+# the machine's hugepages), while the next builds go on beside them: the
+# log of each is printed whole at the end (CI_LOGS).
 san_o = build/san-$(subst $(comma),-,$(1))
 # TSan looks for races: the suites that call kernels and parsers on one
 # thread (and take 20x their time under it) are left to the other passes.
@@ -257,13 +285,49 @@ SAN_SKIP_thread := $(obj)/selftests/kernels/% $(obj)/selftests/fuzz/% \
 	$(obj)/selftests/simd/vexp
 # The KT_DEBUG build (DEBUG=1) runs the misuse tests, which expect aborts.
 DEBUG_TESTS := build/debug/selftests/moe/misuse
-check-all: selftests check-abi check-layers
-	$(Q)$(foreach s,$(CHECK_SANS),$(MAKE) --no-print-directory SAN=$(s) selftests &&) true
+CI_LOGS := build/ci
+CI_SAN_asan := address,undefined
+CI_SAN_tsan := thread
+# The ASan+UBSan pass is make fault-check's build (below): the same
+# sanitizers with the fault hooks compiled in, idle unless a test arms
+# them, so that selftests/loader/fault walks every site in CI.
+CI_O_asan = $(FAULT_O)
+CI_O_tsan = $(call san_o,thread)
+CI_MAKE_asan = $(FAULT_MAKE)
+CI_MAKE_tsan = $(MAKE) --no-print-directory SAN=thread
+# a pass's test binaries and kt command, in its own tree
+ci_bins = $(patsubst $(obj)/%,$(CI_O_$(1))/%, \
+	$(filter-out $(SAN_SKIP_$(CI_SAN_$(1))),$(TEST_BINS)))
+ci_kt = $(CI_O_$(1))/kt
+.PHONY: ci-build-asan ci-build-tsan ci-build-debug ci-run-plain \
+	ci-run-debug ci-run-asan ci-run-tsan
+ci-build-asan ci-build-tsan: ci-build-%:
+	+$(Q)$(CI_MAKE_$*) $(call ci_kt,$*) $(call ci_bins,$*)
+# TSan and DEBUG=1 link the plain build's kernels: built first, here; and
+# every tree embeds the one fatbin, made here before the sub-makes start
+ci-build-tsan ci-build-debug: $(LIBKT_A) $(LIBKT_TEST)
+# the plain build first, with both cores: its tests then run beside the
+# ASan+UBSan build, the longest
+ci-build-asan: | selftests
+ci-build-asan ci-build-tsan ci-build-debug: $(if $(NVCC),$(GPU_FATBIN))
+ci-build-debug:
 	$(Q)$(MAKE) --no-print-directory DEBUG=1 $(DEBUG_TESTS)
-	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS) $(DEBUG_TESTS) \
-		$(foreach s,$(CHECK_SANS),--scale 3 --kt $(call san_o,$(s))/kt \
-			$(patsubst $(obj)/%,$(call san_o,$(s))/%, \
-				$(filter-out $(SAN_SKIP_$(s)),$(TEST_BINS))))
+# run-selftests.sh fails a failed pass; the summary below says so
+ci-run-plain: selftests
+	@mkdir -p $(CI_LOGS)
+	$(Q)scripts/run-selftests.sh --kt $(KT_BIN) $(TEST_BINS) \
+		>$(CI_LOGS)/plain.log 2>&1 || true
+ci-run-debug: ci-build-debug | ci-run-plain
+	$(Q)scripts/run-selftests.sh $(DEBUG_TESTS) >$(CI_LOGS)/debug.log 2>&1 || true
+ci-run-asan ci-run-tsan: ci-run-%: ci-build-%
+	$(Q)scripts/run-selftests.sh --scale 3 --kt $(call ci_kt,$*) \
+		$(call ci_bins,$*) >$(CI_LOGS)/$*.log 2>&1 || true
+ci-run-asan: | ci-run-debug
+ci-run-tsan: | ci-run-asan
+# the order of the prerequisites is the order make starts them in
+check-all: check-abi check-layers selftests ci-build-asan ci-run-plain \
+		ci-build-debug ci-build-tsan ci-run-debug ci-run-asan ci-run-tsan
+	$(Q)scripts/selftest-logs.sh $(foreach p,plain debug asan tsan,$(CI_LOGS)/$(p).log)
 
 # valgrind memcheck on the suites of the runtime's own logic (not the
 # kernels': valgrind decodes neither AVX-512 nor AMX, and is 50x slower)
@@ -380,9 +444,9 @@ $(FUZZ_O)/%: selftests/fuzz/%.c selftests/fuzz/fuzz.h $(FUZZ_O)/libkt-fuzz.a
 # loader/fault.h exist only there. selftests/loader/fault walks them.
 FAULT_O ?= build/fault
 .PHONY: fault-check
+FAULT_MAKE = $(MAKE) --no-print-directory O=$(FAULT_O) \
+	SAN=address,undefined CFLAGS=-DKT_FAULT_INJECT
 fault-check:
-	$(Q)$(MAKE) --no-print-directory O=$(FAULT_O) SAN=address,undefined \
-		CFLAGS=-DKT_FAULT_INJECT $(FAULT_O)/kt \
-		$(FAULT_O)/selftests/loader/fault
+	+$(Q)$(FAULT_MAKE) $(FAULT_O)/kt $(FAULT_O)/selftests/loader/fault
 	$(Q)scripts/run-selftests.sh --kt $(FAULT_O)/kt \
 		$(FAULT_O)/selftests/loader/fault

@@ -362,7 +362,7 @@ static int read_uring(int fd, struct ur_state *s, uint32_t depth,
 	struct ur_req *reqs;
 	struct io_uring ring;
 	unsigned int inflight = 0, hard_fails = 0, i;
-	bool more = true;
+	bool more = true, table = false;
 	int ret, err = 0;
 
 	ret = inject(s, "uring_init");
@@ -384,6 +384,7 @@ static int read_uring(int fd, struct ur_state *s, uint32_t depth,
 			(unsigned int)((s->region_len + s->window - 1) / s->window)))
 			s->n_windows = (uint32_t)((s->region_len + s->window - 1) /
 						  s->window);
+		table = s->n_windows > 0;
 	}
 	s->st->io_uring = true;
 	s->st->fixed = s->n_windows > 0;
@@ -460,7 +461,18 @@ static int read_uring(int fd, struct ur_state *s, uint32_t depth,
 		}
 	}
 	free(reqs);
-	io_uring_queue_exit(&ring);	/* unregisters (unpins) the windows */
+	/*
+	 * Unpin the windows now: io_uring_queue_exit() leaves the teardown,
+	 * unpinning included, to a kernel worker that runs later, so the
+	 * pages would stay pinned after we return. A hugetlbfs file (kt
+	 * stage's copy) unlinked by then keeps its pages counted against
+	 * the mount until that worker runs, and the next staging can find
+	 * the mount full (-ENOSPC). Unregistering waits for the unpin (with
+	 * reads still in flight, after a refused submit, it is left to exit).
+	 */
+	if (table && !inflight)
+		io_uring_unregister_buffers(&ring);
+	io_uring_queue_exit(&ring);
 	return err;
 }
 

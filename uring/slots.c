@@ -288,6 +288,10 @@ void ur_slots_destroy(struct ur_slots *s)
 		/* the kernel may still write into slot memory: wait */
 		while (s->inflight && ur_slots_reap(s, true) >= 0)
 			;
+		/* exit unpins the pool later, from a kernel worker: unpin
+		 * now, so that the caller's free of it frees (hugepages) */
+		if (s->info.fixed_buffers && !s->inflight)
+			io_uring_unregister_buffers(&s->ring);
 		io_uring_queue_exit(&s->ring);
 	}
 	free(s->reqs);

@@ -122,7 +122,7 @@ static int run_on(FIXTURE_DATA(fake_nodes) *self, enum kt_quant q,
 	};
 	struct kt_model *m;
 	struct kt_ctx *ctx;
-	char n[8];
+	char n[12];	/* any unsigned int */
 	int ret;
 
 	if (nodes) {
