@@ -19,6 +19,7 @@
 #include "ktcore/core.h"
 #include "ktcore/mem.h"
 #include "ktcore/model.h"
+#include "ktcore/moe.h"
 #include "uring/slots.h"
 
 #define CACHE_DEF_BLOCK	(1u << 20)
@@ -437,13 +438,6 @@ static uint32_t most_likely(struct core_cache *c, uint32_t layer, uint32_t n)
 
 /* ---- the op hooks ---------------------------------------------------------- */
 
-static int64_t load_id(const struct kt_moe_args *a, size_t i)
-{
-	if (a->ids_dtype == KT_DTYPE_I64)
-		return ((const int64_t *)a->ids)[i];
-	return ((const int32_t *)a->ids)[i];
-}
-
 /*
  * Every expert of the op is in a ready slot: what the executor is about
  * to compute from (gate+up of the rest, down of all). Counted, for tests.
@@ -481,7 +475,8 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 		size_t base = (size_t)t * a->top_k;
 
 		for (s = 0; s < a->top_k; s++) {
-			int64_t id = load_id(a, base + s);
+			int64_t id = core_moe_id(a->ids, a->ids_dtype,
+						 base + s);
 
 			if (id < 0 || id >= m->n_experts)
 				continue;

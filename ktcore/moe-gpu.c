@@ -132,13 +132,6 @@ int core_gpu_stage_reserve(struct gpu_dev *d, struct core_gpu_stage *st,
 	return 0;
 }
 
-static int64_t load_id(const void *ids, int dtype, size_t i)
-{
-	if (dtype == KT_DTYPE_I64)
-		return ((const int64_t *)ids)[i];
-	return ((const int32_t *)ids)[i];
-}
-
 /* The op's hold on expert @e's GPU copy, taken at its first pair. */
 static int hold(struct core_gpu_op *o, uint32_t e)
 {
@@ -189,7 +182,7 @@ uint32_t core_gpu_plan(struct core_gpu_op *o, const void *ids, const float *w,
 
 	memset(start, 0, (size_t)(o->E + 1) * 4);
 	for (i = 0; i < n; i++) {
-		int64_t id = load_id(ids, o->a->ids_dtype, i);
+		int64_t id = core_moe_id(ids, o->a->ids_dtype, i);
 
 		if (id < 0 || id >= o->E ||
 		    (skip_in && (skip_in[id / 64] >> (id % 64) & 1)))
@@ -205,7 +198,7 @@ uint32_t core_gpu_plan(struct core_gpu_op *o, const void *ids, const float *w,
 	}
 	for (t = 0; t < tc; t++) {
 		for (j = 0; j < o->k; j++) {
-			int64_t id = load_id(ids, o->a->ids_dtype,
+			int64_t id = core_moe_id(ids, o->a->ids_dtype,
 					     (size_t)t * o->k + j);
 
 			tok_slot[t * o->k + j] = -1;
@@ -405,10 +398,11 @@ static int run_chunk(struct core_gpu_op *o, uint32_t t0, uint32_t tc)
 	} else {
 		/* no CPU part to count the chunk's routes (placement reads
 		 * the heat of the GPU's experts too) */
-		sub = *o->sqe;
-		sub.moe.ids = ids;
-		sub.moe.tokens = tc;
-		core_stats_count(o->m, &sub.moe);
+		struct kt_moe_args routed = *o->a;
+
+		routed.ids = ids;
+		routed.tokens = tc;
+		core_stats_count(o->m, &routed);
 	}
 sync:
 	ret2 = gpu_check(d, d->cu.stream_synchronize(d->stream),

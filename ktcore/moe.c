@@ -325,13 +325,6 @@ int core_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 
 /* ---- phase 1: prepare activations, route --------------------------------- */
 
-static int64_t load_id(const struct kt_moe_args *a, size_t i)
-{
-	if (a->ids_dtype == KT_DTYPE_I64)
-		return ((const int64_t *)a->ids)[i];
-	return ((const int32_t *)a->ids)[i];
-}
-
 static bool skipped(const struct kt_moe_args *a, int64_t e)
 {
 	return a->skip_mask && (a->skip_mask[e / 64] >> (e % 64) & 1);
@@ -357,7 +350,7 @@ static void route(const struct moe_job *j, struct moe_node *n)
 
 	memset(start, 0, (size_t)(j->E + 1) * 4);
 	for (t = 0; t < j->tc * j->k; t++) {
-		int64_t id = load_id(a, base + t);
+		int64_t id = core_moe_id(a->ids, a->ids_dtype, base + t);
 
 		if (valid_expert(j, id))
 			start[id + 1]++;
@@ -369,7 +362,7 @@ static void route(const struct moe_job *j, struct moe_node *n)
 	for (t = 0; t < j->tc; t++) {
 		for (s = 0; s < j->k; s++) {
 			size_t i = base + (size_t)t * j->k + s;
-			int64_t id = load_id(a, i);
+			int64_t id = core_moe_id(a->ids, a->ids_dtype, i);
 
 			if (!valid_expert(j, id))
 				continue;
@@ -409,6 +402,7 @@ static unsigned int plan_rows(const struct moe_job *j,
 			      const struct moe_node *n, unsigned int want)
 {
 	unsigned int slice = n->i1 - n->i0, nch = slice / j->kc, c, rb;
+	/* groups are in slot order: the last one ends the node's slots */
 	unsigned int slots = n->n_groups ? n->groups[n->n_groups - 1].slot0 +
 			     n->groups[n->n_groups - 1].m : 0;
 

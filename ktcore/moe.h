@@ -7,7 +7,17 @@
 #define KT_CORE_MOE_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <kt/kt.h>
+
+/* Routed expert @i of @ids, an array of KT_DTYPE_I32 or KT_DTYPE_I64. */
+static inline int64_t core_moe_id(const void *ids, int dtype, size_t i)
+{
+	if (dtype == KT_DTYPE_I64)
+		return ((const int64_t *)ids)[i];
+	return ((const int32_t *)ids)[i];
+}
 
 /* Handler of KT_OP_MOE (a core_op_fn): runs on the leader worker. */
 int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);

@@ -11,6 +11,7 @@
 #include "ktcore/cache.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
+#include "ktcore/moe.h"
 #include "ktcore/moe-gpu.h"
 #include "ktcore/residency.h"
 
@@ -27,31 +28,27 @@ int core_stats_reserve(const struct kt_model *m)
 	return mm->route ? 0 : -ENOMEM;
 }
 
-static int64_t route_id(const struct kt_moe_args *a, size_t i)
-{
-	if (a->ids_dtype == KT_DTYPE_I64)
-		return ((const int64_t *)a->ids)[i];
-	return ((const int32_t *)a->ids)[i];
-}
-
 void core_stats_count(const struct kt_model *m, const struct kt_moe_args *a)
 {
+	const void *ids;
 	uint64_t *route;
 	uint32_t t, s, s2;
 
 	if (!m->route)
 		return;
 	route = m->route + (size_t)a->layer * m->n_experts;
+	ids = a->ids;
 	for (t = 0; t < a->tokens; t++) {
 		size_t base = (size_t)t * a->top_k;
 
 		for (s = 0; s < a->top_k; s++) {
-			int64_t id = route_id(a, base + s);
+			int64_t id = core_moe_id(ids, a->ids_dtype, base + s);
 
 			if (id < 0 || id >= m->n_experts)
 				continue;
 			for (s2 = 0; s2 < s; s2++)
-				if (route_id(a, base + s2) == id)
+				if (core_moe_id(ids, a->ids_dtype, base + s2) ==
+				    id)
 					break;
 			if (s2 == s)
 				/* relaxed: a counter; readers see it later */
