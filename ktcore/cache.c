@@ -51,7 +51,7 @@ struct core_cache {
 	struct kt_model *m;
 	uint8_t *pool;
 	size_t pool_len;
-	int node;
+	struct core_mem mem;	/* the pool */
 	uint32_t n_slots, L, E;
 	uint64_t stride;
 	struct kern_pack_layout lay;
@@ -767,7 +767,7 @@ void core_cache_destroy(struct core_cache *c)
 	ur_slots_destroy(c->io);	/* waits: the kernel writes slots */
 	if (c->fd >= 0)
 		close(c->fd);
-	core_node_free(c->pool, c->pool_len);
+	core_mem_free(&c->mem);
 	free(c->file_off);
 	free(c->crc);
 	free(c->slot_of);
@@ -781,6 +781,20 @@ void core_cache_destroy(struct core_cache *c)
 	free(c->slots);
 	free(c->path);
 	free(c);
+}
+
+/*
+ * The slots, every page on the node that computes on most of its bytes:
+ * each slot holds one blob, so the blob's node spans repeat per slot.
+ */
+static int pool_alloc(struct core_cache *c, const struct core_mem_layout *pl)
+{
+	struct core_mem_layout lay = *pl;
+
+	lay.start = 0;
+	lay.stride = c->stride;
+	lay.count = c->n_slots;
+	return core_mem_alloc_spread(c->ctx, c->pool_len, 0, &lay, &c->mem);
 }
 
 static uint64_t first_off(const struct core_cache *c, size_t n)
@@ -855,11 +869,12 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 		c->slot_of[i] = -1;
 	for (i = 0; i < c->n_slots; i++)
 		c->slots[i].owner = -1;
-	c->node = core_ctx_node_id(ctx, 0);
 	c->pool_len = (size_t)c->n_slots * c->stride;
-	c->pool = core_node_alloc(ctx, c->node, c->pool_len);
-	if (!c->pool)
+	ret = pool_alloc(c, d->place);
+	if (ret)
 		goto err;
+	c->pool = c->mem.base;
+	ret = -ENOMEM;
 	c->fd = open(d->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	/* some file systems take O_DIRECT at open but not on reads: one
 	 * page of the first blob tells (the pool is there to land it) */
@@ -892,9 +907,10 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 
 		ur_slots_get_info(c->io, &in);
 		core_log(ctx, KT_LOG_INFO,
-			 "%s: cache of %u slots (%llu MiB) for %llu experts; %s%s%s, depth %u",
+			 "%s: cache of %u slots (%llu MiB, over %u nodes) for %llu experts; %s%s%s, depth %u",
 			 d->path, c->n_slots,
 			 (unsigned long long)(c->pool_len >> 20),
+			 core_ctx_nodes(ctx),
 			 (unsigned long long)n_present,
 			 in.io_uring ? "io_uring" : "pread",
 			 in.fixed_buffers ? ", fixed buffers" : "",

@@ -13,6 +13,7 @@
 
 struct kt_model;
 struct core_cache;
+struct core_mem_layout;
 
 /* ---- routing counters (stats.c) ---- */
 
@@ -45,6 +46,10 @@ struct core_cache_desc {
 	uint32_t io_depth;		/* 0: 64 */
 	uint32_t prefetch_next;
 	uint32_t halflife;		/* ops; 0: 8 x n_layers */
+	/* each node's bytes of one blob (spans at offsets below
+	 * blob_stride; start, stride and count are the cache's): every
+	 * slot's pages go to the node that computes on most of them */
+	const struct core_mem_layout *place;
 };
 
 /* The fewest bytes of slots a model can run with: one whole layer. */
@@ -52,9 +57,9 @@ uint64_t core_cache_min_budget(const struct kt_model *m, uint64_t stride);
 
 /*
  * Give @m (geometry and experts[] filled, present flags set) a cache of
- * slots on the context's first node; nothing is read. -EINVAL budget
- * below core_cache_min_budget() (logged with the minimum); -ENOMEM;
- * -errno of open.
+ * slots, each page on the node that reads it (@d->place); nothing is
+ * read. -EINVAL budget below core_cache_min_budget() (logged with the
+ * minimum); -ENOMEM; -errno of open.
  */
 int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 		      const struct core_cache_desc *d);

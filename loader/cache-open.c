@@ -15,6 +15,7 @@
 #include "loader/ktw.h"
 #include "loader/cache-open.h"
 #include "loader/mask.h"
+#include "loader/placement.h"
 
 /* The new fields are there (an older caller's struct ends before). */
 static bool has_budget(const struct kt_model_opts *o)
@@ -44,6 +45,8 @@ int ldr_cache_attach(struct kt_ctx *ctx, const struct ldr_ktw *k,
 		     const struct kt_model_opts *o, struct kt_model *m)
 {
 	struct core_cache_desc d = { 0 };
+	struct kern_pack_layout l;
+	struct ldr_placement place;
 	uint64_t *off, i;
 	uint32_t *crc;
 	int ret;
@@ -71,6 +74,16 @@ int ldr_cache_attach(struct kt_ctx *ctx, const struct ldr_ktw *k,
 	d.io_depth = o->io_depth;
 	d.prefetch_next = o->prefetch_next;
 	d.halflife = o->halflife;
+	ret = kern_pack_layout(m->quant, m->hidden, m->inter, m->group_size,
+			       &l);
+	if (ret) {
+		ldr_err(ret, "%s: no packed layout for this geometry", k->path);
+		goto out;
+	}
+	/* each node's slice of a slot on that node, as a resident model's */
+	ldr_placement_init(&place, &l, core_ctx_nodes(ctx), 0, 1,
+			   k->hdr.blob_stride);
+	d.place = &place.lay;
 	if (o->cache_flags & ~(KT_CACHE_F_LRU | KT_CACHE_F_VERIFY_ALL |
 			       KT_CACHE_F_SQPOLL | KT_CACHE_F_NO_FIXED)) {
 		ret = ldr_err(-EINVAL, "kt_model_open: unknown cache_flags %#x",

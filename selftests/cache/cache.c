@@ -15,6 +15,7 @@
 
 #include "kt_test.h"
 #include "ktcore/cache.h"
+#include "ktcore/core.h"
 #include "ktcore/moe.h"
 
 #define H 256
@@ -218,6 +219,45 @@ TEST_F(c, bitwise_equal_with_tiny_budgets)
 			EXPECT_GT(st.prefetches, 0u);
 		kt_model_destroy(m);
 	}
+	ops_free(ops, n);
+	free(y);
+}
+
+/*
+ * On 2 (fake) nodes each node computes its slice of I from slots whose
+ * pages are bound to it: the cached model's results are still bitwise
+ * the resident model's on the same nodes.
+ */
+TEST_F(c, bitwise_equal_on_fake_nodes)
+{
+	struct kt_ctx_opts co = { .sz = sizeof(co), .threads = 2,
+				  .flags = KT_CTX_F_NO_PIN, .log_fn = quiet };
+	struct kt_model *full = NULL, *m = NULL;
+	struct kt_ctx *ctx = NULL;
+	const unsigned int n = 30;
+	float *y = malloc(sizeof(float) * 40 * H);
+	struct tops *ops;
+	unsigned int j;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "one CPU: no fake node split");
+	setenv("KT_FAKE_NUMA", "2", 1);
+	ASSERT_EQ(kt_ctx_create(&co, &ctx), 0);
+	unsetenv("KT_FAKE_NUMA");
+	ASSERT_EQ(core_ctx_nodes(ctx), 2u);
+	ASSERT_EQ(kt_model_open(ctx, self->path, NULL, &full), 0);
+	ops = ops_make(ctx, full, n, 23);
+	ASSERT_NE(ops, NULL);
+	ASSERT_EQ(open_budget(ctx, self->path, (E + 2) * self->stride, 0, 0,
+			      1, &m), 0);
+	for (j = 0; j < n; j++) {
+		memset(y, 0xff, sizeof(float) * 40 * H);
+		ASSERT_EQ(op_run(ctx, m, &ops[j], y), 0);
+		ASSERT_TRUE(same(&ops[j], y));
+	}
+	kt_model_destroy(m);
+	kt_model_destroy(full);
+	kt_ctx_destroy(ctx);
 	ops_free(ops, n);
 	free(y);
 }
