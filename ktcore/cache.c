@@ -37,7 +37,7 @@ enum slot_state {
 
 struct core_slot {
 	int64_t owner;		/* layer * E + expert; -1 when free */
-	double key;		/* eviction: the smallest goes first */
+	double floor;		/* a prefetch's fresh use: its key's least */
 	uint64_t used_gen;	/* the op that uses it: not evictable */
 	uint32_t pins;
 	uint32_t pending;	/* requests in flight */
@@ -59,6 +59,7 @@ struct core_cache {
 	uint32_t *crc;		/* [L * E] */
 	int32_t *slot_of;	/* [L * E] slot, or -1 */
 	uint8_t *verified;	/* [L * E] a read of it was checked */
+	double *heat;		/* [L * E] aged use count, as a key */
 	uint8_t *ready;		/* [E] of the current op */
 	uint64_t *mark;		/* [E] gen of the op that needs it */
 	uint32_t *need;		/* [E] experts of the current op */
@@ -187,6 +188,13 @@ static bool slot_failed(const struct core_slot *sl)
 	return sl->state == SLOT_LOADED && sl->err;
 }
 
+static double slot_key(const struct core_cache *c, const struct core_slot *sl)
+{
+	double h = c->heat[sl->owner];
+
+	return sl->prefetched && sl->floor > h ? sl->floor : h;
+}
+
 /*
  * The slot to fill next: a free one, else the unpinned one with the
  * smallest key that no running op uses and no read is filling; only when
@@ -207,7 +215,7 @@ static int64_t pick_victim(const struct core_cache *c, double below)
 		if (sl->pins || sl->used_gen == c->gen ||
 		    sl->state == SLOT_FILLING)
 			continue;
-		k = slot_failed(sl) ? -INFINITY : sl->key;
+		k = slot_failed(sl) ? -INFINITY : slot_key(c, sl);
 		if (k < bk) {
 			bk = k;
 			best = s;
@@ -224,18 +232,22 @@ static double key_now(const struct core_cache *c)
 }
 
 /*
- * A use: the slot's count, aged by 2^(-ops / half-life), grows by one.
- * Stored as key = log2(count) + gen / half-life so that keys of slots
- * last used at different times compare without touching every slot.
+ * A use of expert @ge: its count, aged by 2^(-ops / half-life), grows by
+ * one. Stored as key = log2(count) + gen / half-life so that keys of
+ * experts last used at different times compare without touching each.
+ * The count is the expert's, kept while it is out of the cache too: a
+ * cold expert read for one op is the next victim, not a hot one that
+ * happened to be re-read lately (one-op residents would otherwise start
+ * level with it).
  */
-static void touch(struct core_cache *c, struct core_slot *sl, bool fresh)
+static void touch(struct core_cache *c, uint32_t ge)
 {
 	double now = key_now(c);
 
-	if (fresh || (c->flags & KT_CACHE_F_LRU))
-		sl->key = now;
+	if (c->flags & KT_CACHE_F_LRU)
+		c->heat[ge] = now;
 	else
-		sl->key = log2(exp2(sl->key - now) + 1.0) + now;
+		c->heat[ge] = log2(exp2(c->heat[ge] - now) + 1.0) + now;
 }
 
 static void evict(struct core_cache *c, uint32_t s)
@@ -372,8 +384,9 @@ static int settle(struct core_cache *c, const uint32_t *ges, uint32_t n,
 
 /*
  * Start reading experts @ids of @layer that are not in, into slots colder
- * than a fresh use (a prefetch never pushes out what is in use or hot).
- * Returns the reads started.
+ * than a fresh use or than the expert itself (a prefetch never pushes out
+ * what is in use, or hotter than what it brings). Returns the reads
+ * started.
  */
 static int prefetch(struct core_cache *c, uint32_t layer, const int32_t *ids,
 		    uint32_t n)
@@ -392,11 +405,12 @@ static int prefetch(struct core_cache *c, uint32_t layer, const int32_t *ids,
 			slot_release(c, (uint32_t)s);
 		else if (s >= 0)
 			continue;
-		v = pick_victim(c, key_now(c));
+		v = pick_victim(c, fmax(key_now(c), c->heat[ge]));
 		if (v < 0)
 			break;
 		evict(c, (uint32_t)v);
-		touch(c, &c->slots[v], true);
+		/* not a use: kept as hot as a fresh one until the op comes */
+		c->slots[v].floor = key_now(c);
 		c->slots[v].prefetched = true;
 		c->st.prefetches++;
 		if (slot_fill(c, (uint32_t)v, ge))
@@ -490,20 +504,18 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 		}
 	}
 	ur_slots_reap(c->io, false);
+	/* the residents first: a miss's victim is never one of this op's */
 	for (i = 0; i < c->n_need; i++) {
-		uint32_t e = c->need[i], ge = a->layer * c->E + e;
+		uint32_t ge = a->layer * c->E + c->need[i];
 		int32_t sx = c->slot_of[ge];
 		struct core_slot *sl;
-		int64_t v;
 
-		if (sx >= 0 && slot_failed(&c->slots[sx])) {
+		touch(c, ge);
+		if (sx >= 0 && slot_failed(&c->slots[sx]))
 			slot_release(c, (uint32_t)sx);
-			sx = -1;
-		}
-		if (sx >= 0) {
+		else if (sx >= 0) {
 			sl = &c->slots[sx];
 			sl->used_gen = c->gen;
-			touch(c, sl, false);
 			if (sl->state == SLOT_FILLING)
 				c->st.misses++;
 			else
@@ -511,8 +523,15 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 			if (sl->prefetched)
 				c->st.prefetch_hits++;
 			sl->prefetched = false;
-			continue;
 		}
+	}
+	for (i = 0; i < c->n_need; i++) {
+		uint32_t ge = a->layer * c->E + c->need[i];
+		struct core_slot *sl;
+		int64_t v;
+
+		if (c->slot_of[ge] >= 0)
+			continue;
 		c->st.misses++;
 		/* a slot is always there: pins leave room for a layer; the
 		 * ones filling for prefetches free up as they complete */
@@ -527,7 +546,6 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 		evict(c, (uint32_t)v);
 		sl = &c->slots[v];
 		sl->used_gen = c->gen;
-		touch(c, sl, true);
 		ret = slot_fill(c, (uint32_t)v, ge);
 		if (ret) {
 			ur_slots_submit(c->io);
@@ -725,7 +743,6 @@ static int pin_fn(struct kt_ctx *ctx, void *p)
 		if (v < 0)
 			return -ENOSPC;
 		evict(c, (uint32_t)v);
-		touch(c, &c->slots[v], true);
 		s = (int32_t)v;
 		ret = slot_fill(c, (uint32_t)s, ge);
 		ur_slots_submit(c->io);
@@ -772,6 +789,7 @@ void core_cache_destroy(struct core_cache *c)
 	free(c->crc);
 	free(c->slot_of);
 	free(c->verified);
+	free(c->heat);
 	free(c->ready);
 	free(c->mark);
 	free(c->need);
@@ -838,7 +856,7 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	c->flags = d->flags;
 	c->prefetch_next = d->prefetch_next;
 	c->block = d->io_block ? d->io_block : CACHE_DEF_BLOCK;
-	c->inv_half = 1.0 / (d->halflife ? d->halflife : 8.0 * m->n_layers);
+	c->inv_half = 1.0 / (d->halflife ? d->halflife : 64.0 * m->n_layers);
 	for (i = 0; i < n; i++)
 		n_present += m->experts[i].present;
 	c->n_slots = (uint32_t)(d->budget / c->stride < n_present ?
@@ -851,6 +869,7 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	c->crc = malloc(n * sizeof(*c->crc));
 	c->slot_of = malloc(n * sizeof(*c->slot_of));
 	c->verified = calloc(n, 1);
+	c->heat = malloc(n * sizeof(*c->heat));
 	c->ready = calloc(c->E, 1);
 	c->mark = calloc(c->E, sizeof(*c->mark));
 	c->need = calloc(c->E, sizeof(*c->need));
@@ -860,13 +879,15 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	c->picked = calloc(c->E, sizeof(*c->picked));
 	c->slots = calloc(c->n_slots, sizeof(*c->slots));
 	if (!c->path || !c->file_off || !c->crc || !c->slot_of ||
-	    !c->verified || !c->ready || !c->mark || !c->need || !c->check ||
-	    !c->pick || !c->picked || !c->slots)
+	    !c->verified || !c->heat || !c->ready || !c->mark || !c->need ||
+	    !c->check || !c->pick || !c->picked || !c->slots)
 		goto err;
 	memcpy(c->file_off, d->file_off, n * sizeof(*c->file_off));
 	memcpy(c->crc, d->crc, n * sizeof(*c->crc));
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		c->slot_of[i] = -1;
+		c->heat[i] = -INFINITY;	/* never used */
+	}
 	for (i = 0; i < c->n_slots; i++)
 		c->slots[i].owner = -1;
 	c->pool_len = (size_t)c->n_slots * c->stride;

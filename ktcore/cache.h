@@ -45,7 +45,7 @@ struct core_cache_desc {
 	uint32_t io_block;		/* 0: 1 MiB */
 	uint32_t io_depth;		/* 0: 64 */
 	uint32_t prefetch_next;
-	uint32_t halflife;		/* ops; 0: 8 x n_layers */
+	uint32_t halflife;		/* ops; 0: 64 x n_layers */
 	/* each node's bytes of one blob (spans at offsets below
 	 * blob_stride; start, stride and count are the cache's): every
 	 * slot's pages go to the node that computes on most of them */

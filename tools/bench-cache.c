@@ -32,6 +32,7 @@ struct bc_cfg {
 	double zipf;		/* 0: uniform */
 	bool mmap;
 	uint32_t prefetch;
+	uint32_t halflife;	/* ops; 0: the library's default */
 	bool lru;
 	uint32_t tokens[8];
 	unsigned int n_tokens;
@@ -52,6 +53,7 @@ static const char *const usage_text =
 "  --load HOW         cache (default) or mmap (page faults read the file)\n"
 "  --prefetch N       read layer L+1's N likeliest experts during layer L\n"
 "  --policy P         lfu (frequency with ageing, default) or lru\n"
+"  --halflife N       lfu ageing, in ops (default: 64 x layers)\n"
 "  -T, --tokens LIST  tokens per op (default 1,128: decode and prefill)\n"
 "  --seconds S        timed run per case (default 10)\n"
 "  --warmup S         untimed run first, to fill the cache (default 5)\n"
@@ -74,7 +76,7 @@ bool bench_cache_wanted(int argc, char **argv)
 enum {
 	O_WRITE = 300, O_MODEL, O_BUDGET, O_ROUTING, O_LOAD, O_PREFETCH,
 	O_POLICY, O_SECONDS, O_WARM, O_DISTINCT, O_LAYERS, O_SEED, O_TOPK,
-	O_HIDDEN, O_INTER, O_EXPERTS,
+	O_HIDDEN, O_INTER, O_EXPERTS, O_HALFLIFE,
 };
 
 static const struct option bc_opts[] = {
@@ -89,6 +91,7 @@ static const struct option bc_opts[] = {
 	{ "load", required_argument, NULL, O_LOAD },
 	{ "prefetch", required_argument, NULL, O_PREFETCH },
 	{ "policy", required_argument, NULL, O_POLICY },
+	{ "halflife", required_argument, NULL, O_HALFLIFE },
 	{ "tokens", required_argument, NULL, 'T' },
 	{ "seconds", required_argument, NULL, O_SECONDS },
 	{ "warmup", required_argument, NULL, O_WARM },
@@ -167,6 +170,10 @@ static int bc_parse(int argc, char **argv, struct bc_cfg *c)
 			if (strcmp(optarg, "lfu") && strcmp(optarg, "lru"))
 				goto bad;
 			c->lru = !strcmp(optarg, "lru");
+			break;
+		case O_HALFLIFE:
+			if (opt_u32(optarg, 1, UINT32_MAX, &c->halflife))
+				goto bad;
 			break;
 		case 'T':
 			if (opt_u32_list(optarg, 1, 8192, c->tokens, 8) <= 0)
@@ -442,6 +449,7 @@ static int run_model(const struct bc_cfg *c)
 	mo.flags = c->mmap ? KT_MODEL_F_MMAP : 0;
 	mo.cache_flags = c->lru ? KT_CACHE_F_LRU : 0;
 	mo.prefetch_next = c->prefetch;
+	mo.halflife = c->halflife;
 	k = c->top_k ? c->top_k : ki.top_k ? ki.top_k : 8;
 	if (k > ki.n_experts)
 		k = ki.n_experts;
@@ -472,12 +480,13 @@ static int run_model(const struct bc_cfg *c)
 	}
 	for (i = 0; i < tmax * mi.hidden; i++)
 		x[i] = (float)((int)(rng(&r.s) % 2001) - 1000) / 1000.0f;
-	printf("model %s: %u layers x %u experts, %.2f GiB; load %s, budget %.2f GiB (%.0f%%), routing %s%.2f, top-%u, prefetch %u, policy %s\n",
+	printf("model %s: %u layers x %u experts, %.2f GiB; load %s, budget %.2f GiB (%.0f%%), routing %s%.2f, top-%u, prefetch %u, policy %s, half-life %u ops\n",
 	       c->model, mi.n_layers, mi.n_experts, model_bytes / 1073741824.0,
 	       c->mmap ? "mmap" : "cache", mi.resident_bytes / 1073741824.0,
 	       100.0 * mi.resident_bytes / model_bytes,
 	       c->zipf ? "zipf:" : "uniform", c->zipf ? c->zipf : 0.0, k,
-	       c->prefetch, c->lru ? "lru" : "lfu");
+	       c->prefetch, c->lru ? "lru" : "lfu",
+	       c->halflife ? c->halflife : 64 * mi.n_layers);
 	for (i = 0; i < c->n_tokens; i++) {
 		uint32_t T = c->tokens[i];
 		struct kt_cache_stats st;

@@ -412,7 +412,7 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  * @cache_flags: KT_CACHE_F_* (kt/cache.h).
  * @prefetch_next: with a cache, while layer L computes, read this many
  *	of layer L + 1's most likely experts (by the routing counters).
- * @halflife: ageing of the eviction counts, in ops (0: 8 x layers).
+ * @halflife: ageing of the eviction counts, in ops (0: 64 x layers).
  * @pad0: must be zero.
  * @layer_masks: optional per-layer bitmaps, uint64_t[n_layers]
  *	[KT_PLACE_WORDS(E)] (kt/place.h): a set bit of layer l is an expert
