@@ -3,6 +3,8 @@
  * slots.c - the expert cache's reader: requests into slot memory kept in
  * flight across ops (a prefetch returns before its reads are done), the
  * pool registered once as fixed buffers and the file as fixed file 0.
+ * Requests past the queue depth wait in a backlog, handed to the kernel
+ * as earlier ones complete, so that queuing a whole layer never blocks.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -18,6 +20,7 @@
 #define US_MAX_DEPTH	4096u
 #define US_MAX_BUF	(1ull << 30)	/* the kernel's limit per buffer */
 #define US_MAX_BUFS	16384u
+#define US_MAX_BACKLOG	(1u << 22)
 
 struct us_req {
 	uint64_t tag;
@@ -25,7 +28,7 @@ struct us_req {
 	uint8_t *dst;
 	uint32_t len;
 	int buf;		/* fixed buffer, or -1 */
-	int32_t next_free;
+	int32_t next;		/* free list, or the backlog */
 };
 
 struct ur_slots {
@@ -38,9 +41,11 @@ struct ur_slots {
 	uint8_t *region;
 	uint64_t region_len;
 	uint64_t buf_len;	/* bytes per registered buffer */
-	struct us_req *reqs;	/* [depth] */
+	struct us_req *reqs;	/* [depth + backlog] */
 	int32_t free_head;
+	int32_t wait_head, wait_tail;	/* the backlog, oldest first */
 	unsigned int inflight;	/* requests taken from @reqs */
+	unsigned int busy;	/* prepared for the kernel: <= depth */
 	unsigned int queued;	/* prepared, not yet submitted */
 };
 
@@ -109,22 +114,27 @@ int ur_slots_create(int fd, const struct ur_slots_opts *o,
 		    ur_slot_done_fn fn, void *arg, struct ur_slots **out)
 {
 	struct ur_slots *s;
-	uint32_t depth = o && o->depth ? o->depth : US_DEF_DEPTH, i;
+	uint32_t depth = o && o->depth ? o->depth : US_DEF_DEPTH, i, n;
+	uint32_t backlog = o ? o->backlog : 0;
 
 	if (fd < 0 || !fn || !out)
 		return -EINVAL;
 	if (depth > US_MAX_DEPTH)
 		depth = US_MAX_DEPTH;
+	if (backlog > US_MAX_BACKLOG)
+		backlog = US_MAX_BACKLOG;
+	n = depth + backlog;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->reqs = calloc(depth, sizeof(*s->reqs));
+	s->reqs = calloc(n, sizeof(*s->reqs));
 	if (!s->reqs) {
 		free(s);
 		return -ENOMEM;
 	}
-	for (i = 0; i < depth; i++)
-		s->reqs[i].next_free = i + 1 < depth ? (int32_t)i + 1 : -1;
+	for (i = 0; i < n; i++)
+		s->reqs[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
+	s->wait_head = s->wait_tail = -1;
 	s->fd = fd;
 	s->fn = fn;
 	s->arg = arg;
@@ -142,7 +152,7 @@ static void prep(struct ur_slots *s, uint32_t idx)
 	struct us_req *r = &s->reqs[idx];
 	int fd = s->info.fixed_file ? 0 : s->fd;
 
-	/* the SQ has depth entries and at most depth requests exist */
+	/* the SQ has depth entries and at most depth requests are busy */
 	if (r->buf >= 0)
 		io_uring_prep_read_fixed(sqe, fd, r->dst, r->len, r->off,
 					 r->buf);
@@ -151,14 +161,28 @@ static void prep(struct ur_slots *s, uint32_t idx)
 	if (s->info.fixed_file)
 		sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data64(sqe, idx);
+	s->busy++;
 	s->queued++;
 }
 
 static void req_free(struct ur_slots *s, uint32_t idx)
 {
-	s->reqs[idx].next_free = s->free_head;
+	s->reqs[idx].next = s->free_head;
 	s->free_head = (int32_t)idx;
 	s->inflight--;
+}
+
+/* The oldest requests of the backlog into the room the kernel has. */
+static void promote(struct ur_slots *s)
+{
+	while (s->busy < s->info.depth && s->wait_head >= 0) {
+		uint32_t idx = (uint32_t)s->wait_head;
+
+		s->wait_head = s->reqs[idx].next;
+		if (s->wait_head < 0)
+			s->wait_tail = -1;
+		prep(s, idx);
+	}
 }
 
 int ur_slots_submit(struct ur_slots *s)
@@ -201,6 +225,7 @@ int ur_slots_reap(struct ur_slots *s, bool wait)
 			uint64_t tag = s->reqs[idx].tag;
 
 			io_uring_cqe_seen(&s->ring, cqe);
+			s->busy--;
 			if (res == -EAGAIN || res == -EINTR) {
 				prep(s, idx);
 				ur_slots_submit(s);
@@ -209,9 +234,11 @@ int ur_slots_reap(struct ur_slots *s, bool wait)
 			req_free(s, idx);
 			n++;
 			s->fn(s->arg, tag, res);
+			promote(s);
 		}
 	}
-	return n;
+	ret = ur_slots_submit(s);
+	return ret ? ret : n;
 }
 
 static int read_sync(struct ur_slots *s, uint64_t off, uint8_t *dst,
@@ -254,7 +281,7 @@ int ur_slots_read(struct ur_slots *s, uint64_t tag, uint64_t off,
 	}
 	idx = (uint32_t)s->free_head;
 	r = &s->reqs[idx];
-	s->free_head = r->next_free;
+	s->free_head = r->next;
 	s->inflight++;
 	r->tag = tag;
 	r->off = off;
@@ -266,7 +293,16 @@ int ur_slots_read(struct ur_slots *s, uint64_t tag, uint64_t off,
 	    (uint64_t)(dst - s->region) / s->buf_len ==
 	    (uint64_t)(dst + len - 1 - s->region) / s->buf_len)
 		r->buf = (int)((uint64_t)(dst - s->region) / s->buf_len);
-	prep(s, idx);
+	if (s->busy < s->info.depth) {
+		prep(s, idx);
+		return 0;
+	}
+	r->next = -1;
+	if (s->wait_tail >= 0)
+		s->reqs[s->wait_tail].next = (int32_t)idx;
+	else
+		s->wait_head = (int32_t)idx;
+	s->wait_tail = (int32_t)idx;
 	return 0;
 }
 

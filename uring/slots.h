@@ -15,13 +15,15 @@ struct ur_slots;
 
 /*
  * A request is done: @res is the bytes read or -errno. Called from
- * ur_slots_read() (when the queue is full, or at once with pread),
+ * ur_slots_read() (when queue and backlog are full, or at once with pread),
  * ur_slots_submit() and ur_slots_reap(), on the caller's thread.
  */
 typedef void (*ur_slot_done_fn)(void *arg, uint64_t tag, int res);
 
 struct ur_slots_opts {
 	uint32_t depth;		/* requests in flight (0: 64) */
+	uint32_t backlog;	/* more that may wait for room: a read
+				 * blocks only when these are taken too */
 	bool sqpoll;		/* a kernel thread polls the SQ */
 	bool no_uring;		/* pread only */
 	bool no_fixed;		/* no registered buffers or file */
