@@ -63,6 +63,7 @@ struct core_cache {
 	uint8_t *ready;		/* [E] of the current op */
 	uint64_t *mark;		/* [E] gen of the op that needs it */
 	uint32_t *need;		/* [E] experts of the current op */
+	uint32_t *routed;	/* [E] its tokens routed to each */
 	uint32_t n_need, layer;
 	uint32_t *check;	/* [E] slots to checksum */
 	uint8_t *pick;		/* [E] scratch of most_likely() */
@@ -232,22 +233,25 @@ static double key_now(const struct core_cache *c)
 }
 
 /*
- * A use of expert @ge: its count, aged by 2^(-ops / half-life), grows by
- * one. Stored as key = log2(count) + gen / half-life so that keys of
- * experts last used at different times compare without touching each.
- * The count is the expert's, kept while it is out of the cache too: a
- * cold expert read for one op is the next victim, not a hot one that
- * happened to be re-read lately (one-op residents would otherwise start
- * level with it).
+ * An op routed @tokens to expert @ge: its count, aged by 2^(-ops /
+ * half-life), grows by that many. Stored as key = log2(count) + gen /
+ * half-life so that keys of experts last used at different times compare
+ * without touching each. The count is the expert's, kept while it is out
+ * of the cache too: a cold expert read for one op is the next victim, not
+ * a hot one that happened to be re-read lately. Counting tokens, not ops,
+ * ranks the experts of a prefill op (which needs nearly all of a layer)
+ * by how often decode will want them, so that a long prompt's sweep over
+ * more experts than fit keeps the same hot ones instead of evicting in
+ * turn what the next layer's sweep is about to read again.
  */
-static void touch(struct core_cache *c, uint32_t ge)
+static void touch(struct core_cache *c, uint32_t ge, uint32_t tokens)
 {
 	double now = key_now(c);
 
 	if (c->flags & KT_CACHE_F_LRU)
 		c->heat[ge] = now;
 	else
-		c->heat[ge] = log2(exp2(c->heat[ge] - now) + 1.0) + now;
+		c->heat[ge] = log2(exp2(c->heat[ge] - now) + tokens) + now;
 }
 
 static void evict(struct core_cache *c, uint32_t s)
@@ -499,8 +503,10 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 				continue;
 			if (c->mark[id] != c->gen) {
 				c->mark[id] = c->gen;
+				c->routed[id] = 0;
 				c->need[c->n_need++] = (uint32_t)id;
 			}
+			c->routed[id]++;
 		}
 	}
 	ur_slots_reap(c->io, false);
@@ -510,7 +516,7 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 		int32_t sx = c->slot_of[ge];
 		struct core_slot *sl;
 
-		touch(c, ge);
+		touch(c, ge, c->routed[c->need[i]]);
 		if (sx >= 0 && slot_failed(&c->slots[sx]))
 			slot_release(c, (uint32_t)sx);
 		else if (sx >= 0) {
@@ -793,6 +799,7 @@ void core_cache_destroy(struct core_cache *c)
 	free(c->ready);
 	free(c->mark);
 	free(c->need);
+	free(c->routed);
 	free(c->check);
 	free(c->pick);
 	free(c->picked);
@@ -832,6 +839,7 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	size_t n = (size_t)m->n_layers * m->n_experts, i;
 	struct ur_slots_opts uo = { 0 };
 	struct core_cache *c;
+	uint64_t backlog;
 	int ret = -ENOMEM;
 
 	if (d->budget < min) {
@@ -873,6 +881,7 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	c->ready = calloc(c->E, 1);
 	c->mark = calloc(c->E, sizeof(*c->mark));
 	c->need = calloc(c->E, sizeof(*c->need));
+	c->routed = calloc(c->E, sizeof(*c->routed));
 	c->check = calloc(c->E > c->n_slots ? c->E : c->n_slots,
 			  sizeof(*c->check));
 	c->pick = calloc(c->E, 1);
@@ -880,7 +889,7 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	c->slots = calloc(c->n_slots, sizeof(*c->slots));
 	if (!c->path || !c->file_off || !c->crc || !c->slot_of ||
 	    !c->verified || !c->heat || !c->ready || !c->mark || !c->need ||
-	    !c->check || !c->pick || !c->picked || !c->slots)
+	    !c->routed || !c->check || !c->pick || !c->picked || !c->slots)
 		goto err;
 	memcpy(c->file_off, d->file_off, n * sizeof(*c->file_off));
 	memcpy(c->crc, d->crc, n * sizeof(*c->crc));
@@ -912,6 +921,9 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 		goto err;
 	}
 	uo.depth = d->io_depth ? d->io_depth : CACHE_DEF_DEPTH;
+	/* every slot's fill at once: queuing an op's misses never waits */
+	backlog = (uint64_t)c->n_slots * ((c->stride + c->block - 1) / c->block);
+	uo.backlog = backlog < UINT32_MAX ? (uint32_t)backlog : UINT32_MAX;
 	uo.sqpoll = d->flags & KT_CACHE_F_SQPOLL;
 	uo.no_uring = d->no_uring;
 	uo.no_fixed = d->flags & KT_CACHE_F_NO_FIXED;
