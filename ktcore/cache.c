@@ -66,6 +66,7 @@ struct core_cache {
 	uint32_t *routed;	/* [E] its tokens routed to each */
 	uint32_t n_need, layer;
 	uint32_t *check;	/* [E] slots to checksum */
+	uint32_t *pend;		/* [E] experts of the op still out */
 	uint8_t *pick;		/* [E] scratch of most_likely() */
 	int32_t *picked;	/* [E] */
 	struct core_slot *slots;
@@ -299,41 +300,47 @@ static void log_failure(struct core_cache *c, const struct core_slot *sl)
 			 c->path, c->m->layer_ids[l], l, e, strerror(-sl->err));
 }
 
+static bool filling(const struct core_cache *c, uint32_t ge)
+{
+	int32_t s = c->slot_of[ge];
+
+	return s >= 0 && c->slots[s].state == SLOT_FILLING;
+}
+
+/* With @all, whether one of @ges is filling; else whether all are. */
+static bool must_wait(const struct core_cache *c, const uint32_t *ges,
+		      uint32_t n, bool all)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (filling(c, ges[i]) == all)
+			return all;
+	return !all && n;
+}
+
 /*
- * Wait until the slots of @ges are no longer filling, check the first
- * read of each (all reads with KT_CACHE_F_VERIFY_ALL) on every worker,
- * and mark them ready; a failed one is freed for the next op to retry.
- * Returns 0 or -EIO (the first failure logged).
+ * Wait until the slots of @ges are no longer filling (with !@all, until
+ * one of them is not), check the first read of each that is in (all reads
+ * with KT_CACHE_F_VERIFY_ALL) on every worker, and mark them ready; a
+ * failed one is freed for the next op to retry. Slots still filling are
+ * left as they are. Returns 0 or -EIO (the first failure logged).
  */
 static int settle(struct core_cache *c, const uint32_t *ges, uint32_t n,
-		  uint64_t *wait_ns)
+		  bool all, uint64_t *wait_ns)
 {
 	uint64_t t0 = core_now_ns();
 	struct crc_job job = { .c = c };
 	uint32_t i;
 	int ret = 0;
 
-	for (i = 0; i < n; i++) {
-		int32_t s = c->slot_of[ges[i]];
-
-		while (s >= 0 && c->slots[s].state == SLOT_FILLING) {
-			/* a completion due soon costs less polled than slept
-			 * for: a woken thread waits for the scheduler */
-			if (core_now_ns() - t0 < CACHE_SPIN_NS) {
-				ret = ur_slots_reap(c->io, false);
-				if (ret >= 0) {
-					ret = 0;
-					continue;
-				}
-				break;
-			}
-			ret = ur_slots_reap(c->io, true);
-			if (ret < 0)
-				break;
-			ret = 0;
-		}
+	while (must_wait(c, ges, n, all)) {
+		/* a completion due soon costs less polled than slept for: a
+		 * woken thread waits for the scheduler */
+		ret = ur_slots_reap(c->io, core_now_ns() - t0 >= CACHE_SPIN_NS);
 		if (ret < 0)
 			break;
+		ret = 0;
 	}
 	if (ret < 0) {
 		/* the ring itself failed: nothing can be waited for */
@@ -565,6 +572,7 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 			 strerror(-ret));
 		return -EIO;
 	}
+	op->pass = 1;
 	for (i = 0; i < c->n_need; i++) {
 		int32_t sx = c->slot_of[a->layer * c->E + c->need[i]];
 
@@ -580,24 +588,47 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 	return 0;
 }
 
-int core_cache_op_wait(struct kt_ctx *ctx, const struct kt_model *m,
-		       struct core_cache_op *op)
+int core_cache_op_wait_some(struct kt_ctx *ctx, const struct kt_model *m,
+			    struct core_cache_op *op)
 {
 	struct core_cache *c = m->cache;
-	uint32_t i;
+	uint32_t i, n = 0, got = 0;
 	int ret;
 
 	if (!c || !op->ready)
 		return 0;
-	/* the slot list: settle() takes global indices */
+	/* what is still out, as global indices for settle() */
 	for (i = 0; i < c->n_need; i++)
-		c->need[i] += c->layer * c->E;
-	ret = settle(c, c->need, c->n_need, &c->st.io_wait_ns);
-	for (i = 0; i < c->n_need; i++)
-		c->need[i] -= c->layer * c->E;
-	op->ready = NULL;
-	if (!ret)
+		if (!c->ready[c->need[i]])
+			c->pend[n++] = c->layer * c->E + c->need[i];
+	/* the last pass number left takes whatever remains */
+	ret = settle(c, c->pend, n, op->pass == UINT8_MAX - 1,
+		     &c->st.io_wait_ns);
+	if (ret)
+		return ret;
+	op->pass++;
+	for (i = 0; i < n; i++) {
+		int32_t sx = c->slot_of[c->pend[i]];
+
+		if (c->slots[sx].state == SLOT_READY) {
+			c->ready[c->pend[i] - c->layer * c->E] = op->pass;
+			got++;
+		}
+	}
+	if (got == n) {
+		op->ready = NULL;
 		check_ready(c);
+	}
+	return (int)got;
+}
+
+int core_cache_op_wait(struct kt_ctx *ctx, const struct kt_model *m,
+		       struct core_cache_op *op)
+{
+	int ret;
+
+	while ((ret = core_cache_op_wait_some(ctx, m, op)) > 0)
+		;
 	return ret;
 }
 
@@ -758,7 +789,7 @@ static int pin_fn(struct kt_ctx *ctx, void *p)
 			return -EIO;
 		}
 	}
-	ret = settle(c, &ge, 1, NULL);
+	ret = settle(c, &ge, 1, true, NULL);
 	if (ret)
 		return ret;
 	if (!c->slots[s].pins++)
@@ -800,6 +831,7 @@ void core_cache_destroy(struct core_cache *c)
 	free(c->mark);
 	free(c->need);
 	free(c->routed);
+	free(c->pend);
 	free(c->check);
 	free(c->pick);
 	free(c->picked);
@@ -882,6 +914,7 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	c->mark = calloc(c->E, sizeof(*c->mark));
 	c->need = calloc(c->E, sizeof(*c->need));
 	c->routed = calloc(c->E, sizeof(*c->routed));
+	c->pend = calloc(c->E, sizeof(*c->pend));
 	c->check = calloc(c->E > c->n_slots ? c->E : c->n_slots,
 			  sizeof(*c->check));
 	c->pick = calloc(c->E, 1);
@@ -889,7 +922,7 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	c->slots = calloc(c->n_slots, sizeof(*c->slots));
 	if (!c->path || !c->file_off || !c->crc || !c->slot_of ||
 	    !c->verified || !c->heat || !c->ready || !c->mark || !c->need ||
-	    !c->routed || !c->check || !c->pick || !c->picked || !c->slots)
+	    !c->routed || !c->pend || !c->check || !c->pick || !c->picked || !c->slots)
 		goto err;
 	memcpy(c->file_off, d->file_off, n * sizeof(*c->file_off));
 	memcpy(c->crc, d->crc, n * sizeof(*c->crc));

@@ -68,9 +68,11 @@ void core_cache_destroy(struct core_cache *c);
 /* One MoE op's view of the cache, on the leader's stack. */
 struct core_cache_op {
 	uint64_t t0;
-	/* per expert of the layer: nonzero when its bytes are in and
-	 * checked; NULL when every expert of the op is (nothing to wait) */
+	/* per expert of the layer: 0 while its bytes are out, else the
+	 * pass in which they were in and checked (1: before the op);
+	 * NULL once every expert of the op is (nothing to wait for) */
 	const uint8_t *ready;
+	uint8_t pass;		/* the latest pass */
 };
 
 /*
@@ -81,10 +83,15 @@ struct core_cache_op {
 int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
 			const struct kt_moe_args *a, struct core_cache_op *op);
 /*
- * Wait until every expert of the op is in and checked (op->ready becomes
- * NULL). -EIO naming the expert when a read or a checksum failed: the
- * slot is freed and the next op reads it again.
+ * Wait until one or more experts of the op still out are in, check them
+ * and give them the next pass number (op->pass); op->ready becomes NULL
+ * when none is left. Returns how many (0: none was out), or -EIO naming
+ * the expert when a read or a checksum failed: the slot is freed and the
+ * next op reads it again.
  */
+int core_cache_op_wait_some(struct kt_ctx *ctx, const struct kt_model *m,
+			    struct core_cache_op *op);
+/* core_cache_op_wait_some() until every expert is in: 0 or -EIO. */
 int core_cache_op_wait(struct kt_ctx *ctx, const struct kt_model *m,
 		       struct core_cache_op *op);
 void core_cache_op_end(const struct kt_model *m, struct core_cache_op *op,

@@ -112,10 +112,10 @@ struct moe_job {
 	unsigned int H, I, E, k, kc, group;
 	unsigned int t0, tc;	/* the chunk's tokens */
 	size_t xrb, crb;
-	/* expert cache: experts still being read are left to a second
-	 * gate+up pass (ready NULL: one pass) */
+	/* expert cache: a gate+up pass computes the experts whose bytes
+	 * came in for it, ready[e] == pass (ready NULL: one pass for all) */
 	const uint8_t *ready;
-	bool second_pass;
+	uint8_t pass;
 };
 
 static size_t align_up(size_t v, size_t a)
@@ -540,9 +540,9 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 			.out_stride = slice, .scratch = scratch,
 		};
 
-		/* the first pass takes the resident experts, the second
-		 * the ones that were being read */
-		if (j->ready && !j->ready[g->expert] != j->second_pass)
+		/* pass 1 takes the resident experts, each later one those
+		 * whose reads completed since */
+		if (j->ready && j->ready[g->expert] != j->pass)
 			continue;
 		if (j->qo->gate_up_many && g->m >= j->qo->many_min_m)
 			j->qo->gate_up_many(&ga);
@@ -789,18 +789,26 @@ int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 		else
 			core_ctx_run(ctx, phase_prepare, &j);
 		if (cop.ready) {
-			/* resident experts compute while the others are read */
+			/* each expert computes as soon as it is in, while
+			 * the others are read */
 			j.ready = cop.ready;
-			core_ctx_run(ctx, phase_gate_up, &j);
-			ret = core_cache_op_wait(ctx, m, &cop);
-			if (ret)
+			for (j.pass = 1; ; j.pass = cop.pass) {
+				core_ctx_run(ctx, phase_gate_up, &j);
+				if (!cop.ready)
+					break;
+				ret = core_cache_op_wait_some(ctx, m, &cop);
+				if (ret < 0)
+					break;
+				for (i = 0; i < priv->n_nodes; i++)
+					priv->nodes[i]->next_gu = 0;
+			}
+			if (ret < 0)
 				break;
-			for (i = 0; i < priv->n_nodes; i++)
-				priv->nodes[i]->next_gu = 0;
-			j.second_pass = true;
+			ret = 0;
+			j.ready = NULL;
+		} else {
+			core_ctx_run(ctx, phase_gate_up, &j);
 		}
-		core_ctx_run(ctx, phase_gate_up, &j);
-		j.ready = NULL;
 		core_ctx_run(ctx, phase_down, &j);
 		if (priv->n_nodes > 1)
 			core_ctx_run(ctx, phase_reduce, &j);
