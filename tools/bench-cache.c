@@ -522,10 +522,13 @@ static int run_model(const struct bc_cfg *c)
 			double tokens = (double)steps * T, wall = t1 - t0;
 			double hit = st.hits + st.misses ?
 				(double)st.hits / (st.hits + st.misses) : 1.0;
+			char hs[16] = "    -";	/* mmap: no counters */
 
-			printf("%s T=%-4u tokens/s %9.2f  steps %llu  hit %5.1f%%  read/token %8.2f MiB  disk %7.1f MB/s (busy %5.1f%%, %.1f MB/s while busy)  io-wait %5.1f%%  prefetch-hits %llu\n",
+			if (!c->mmap)
+				snprintf(hs, sizeof(hs), "%5.1f%%", 100 * hit);
+			printf("%s T=%-4u tokens/s %9.2f  steps %llu  hit %s  read/token %8.2f MiB  disk %7.1f MB/s (busy %5.1f%%, %.1f MB/s while busy)  io-wait %5.1f%%  prefetch-hits %llu\n",
 			       c->mmap ? "mmap " : "cache", T, tokens / wall,
-			       (unsigned long long)steps, 100 * hit,
+			       (unsigned long long)steps, hs,
 			       tokens ? st.bytes_read / tokens / 1048576.0 : 0,
 			       st.bytes_read / wall / 1e6,
 			       100.0 * st.io_ns / (wall * 1e9),
