@@ -81,6 +81,7 @@ AI void group_dot(const uint8_t *w, vf ws, const uint8_t *const *x,
 	vi d[MR];
 	int m, j;
 
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		d[m] = vi_zero();
 #pragma GCC unroll 8
@@ -88,9 +89,11 @@ AI void group_dot(const uint8_t *w, vf ws, const uint8_t *const *x,
 		vi wl = wline(w + j * LINE);
 
 		_mm_prefetch((const char *)w + PF + j * LINE, _MM_HINT_T0);
+#pragma GCC unroll 8
 		for (m = 0; m < M; m++)
 			d[m] = dot_s8(d[m], wl, bcast4(x[m] + xo + j * 4));
 	}
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
 		vi corr = vi_set1_32(Q8_BIAS * kern_q8_0_row_sums(x[m], K)[xg]);
 		vf s = vf_mul(ws, vf_set1(kern_q8_0_row_scales(x[m], K)[xg]));
@@ -113,6 +116,7 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 	unsigned int g;
 	int m;
 
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
 		x[m] = a->act + a->act_rows[i + m] * a->act_stride;
 		fg[m] = fu[m] = vf_zero();
@@ -126,6 +130,7 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 			  vf_load(a->up->scales + (size_t)g * N + n),
 			  x, g * Q8G, g, K, M, fu);
 	}
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		vf_store(a->out + (i + m) * a->out_stride + (n - a->n0),
 			 vf_silu_mul(fg[m], fu[m]));
@@ -146,9 +151,11 @@ AI void down_block(const struct kern_down_args *a, unsigned int n,
 	unsigned int c, gg;
 	int m;
 
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		f[m] = vf_zero();
 	for (c = c0; c < a->k1 / kc; c++) {
+#pragma GCC unroll 8
 		for (m = 0; m < M; m++)
 			x[m] = a->act + (i + m) * a->act_stride +
 			       (c - c0) * crow;
@@ -166,6 +173,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int n,
 				  x, gg * Q8G, gg, kc, M, f);
 		}
 	}
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
 		float *y = a->y + a->y_rows[i + m] * a->y_stride + n;
 

@@ -104,6 +104,7 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 	vf d;
 	int m;
 
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		sumi[m] = summ[m] = vi_zero();
 	for (tt = 0; tt < nt; tt++) {
@@ -116,6 +117,7 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 			vi dl[2][MR], dh[2][MR], hv = vi_zero();
 
 			for (sb = 0; sb < QK_NS; sb++)
+#pragma GCC unroll 8
 				for (m = 0; m < M; m++)
 					dl[sb][m] = dh[sb][m] = vi_zero();
 #pragma GCC unroll 8
@@ -137,6 +139,7 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 					wh = vi_or(wh, hi_at(hv, pos + QK_HB));
 				}
 				_mm_prefetch((const char *)lp + PF, _MM_HINT_T0);
+#pragma GCC unroll 8
 				for (m = 0; m < M; m++) {
 					dl[js][m] = vi_dot_u8s8(dl[js][m], wl,
 						bcast4(x[m] + x0 + j * 4));
@@ -154,6 +157,7 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 					mnl = vi_load_u8(s->mn + il);
 					mnh = vi_load_u8(s->mn + ih);
 				}
+#pragma GCC unroll 8
 				for (m = 0; m < M; m++) {
 					const int32_t *xs = kern_qk_row_sums(x[m], kx);
 
@@ -170,6 +174,7 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 		}
 	}
 	d = vf_load(s->d + (size_t)(kw / KERN_Q4_K_SUPER) * N + n);
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
 		vf dx = vf_set1(kern_qk_row_scales(x[m], kx)[xb]);
 
@@ -198,6 +203,7 @@ AI void mat_rows(const struct kern_mat *mat, unsigned int N, unsigned int K,
 	int m;
 
 	kern_qk_mat_at(QK_Q, mat->scales, N, K, &s);
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		acc[m] = vf_zero();
 	for (b = 0; b < K / KERN_Q4_K_SUPER; b++)
@@ -214,10 +220,12 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 	vf fg[MR], fu[MR];
 	int m;
 
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		x[m] = a->act + a->act_rows[i + m] * a->act_stride;
 	mat_rows(a->gate, a->N, a->K, n, x, M, fg);
 	mat_rows(a->up, a->N, a->K, n, x, M, fu);
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		vf_store(a->out + (i + m) * a->out_stride + (n - a->n0),
 			 vf_silu_mul(fg[m], fu[m]));
@@ -241,9 +249,11 @@ AI void down_block(const struct kern_down_args *a, unsigned int n,
 	int m;
 
 	kern_qk_mat_at(QK_Q, a->down->scales, a->N, a->K, &s);
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		f[m] = vf_zero();
 	for (c = c0; c < a->k1 / kc; c++) {
+#pragma GCC unroll 8
 		for (m = 0; m < M; m++)
 			x[m] = a->act + (i + m) * a->act_stride +
 			       (c - c0) * crow;
@@ -253,6 +263,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int n,
 		      kc / KERN_TILE_K_INT4, &s, a->N, n, c * kc, x, kc, 0, 0,
 		      M, f);
 	}
+#pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
 		float *y = a->y + a->y_rows[i + m] * a->y_stride + n;
 
