@@ -364,6 +364,9 @@ typedef int (*kt_expert_fn)(void *arg, uint32_t layer, uint32_t expert,
  *	 set bit of layer l leaves that expert of that layer out, as
  *	 @expert_mask does for all layers (an expert is left out when either
  *	 says so).
+ * @down_quant: quantization of down when it differs from @quant (0: the
+ *	same): both must then be GGUF block types (KT_QUANT_Q8_0, _Q4_K,
+ *	_Q5_K, _Q6_K), as a GGUF Q4_K_M file's gate/up Q4_K and down Q6_K.
  * @reserved: must be zero.
  */
 struct kt_model_desc {
@@ -380,7 +383,8 @@ struct kt_model_desc {
 	void *arg;
 	const uint64_t *expert_mask;
 	const uint64_t *layer_masks;
-	uint32_t reserved[6];
+	uint32_t down_quant;
+	uint32_t reserved[5];
 };
 
 /**
@@ -495,6 +499,12 @@ void kt_model_destroy(struct kt_model *m);
 
 /**
  * struct kt_model_info - geometry of a model.
+ * @quant: quantization of gate and up (and of down unless @down_quant
+ *	says otherwise).
+ * @down_quant: quantization of down (enum kt_quant): @quant, or another
+ *	GGUF block type for a file that mixes them (Q4_K_M: gate/up Q4_K,
+ *	down Q6_K; Documentation/formats.md). Was reserved (0) before kt
+ *	filled it.
  */
 struct kt_model_info {
 	uint32_t hidden;
@@ -505,7 +515,8 @@ struct kt_model_info {
 	uint32_t group_size;
 	uint64_t expert_bytes;	/* packed bytes of one expert */
 	uint64_t resident_bytes;	/* packed bytes held in memory */
-	uint32_t reserved[8];
+	uint32_t down_quant;
+	uint32_t reserved[7];
 };
 
 /**
