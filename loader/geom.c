@@ -49,10 +49,17 @@ int ldr_geom_init_mix(struct ldr_geom *g, int quant, int down_quant,
 	int i, ret;
 
 	ret = check_quant(quant, group_size);
-	if (!ret && down_quant != quant)
-		ret = check_quant(down_quant, group_size);
 	if (ret)
 		return ret;
+	if (down_quant != quant) {
+		bool mix = (quant == KT_QUANT_Q8_0 || kern_quant_is_k(quant)) &&
+			   (down_quant == KT_QUANT_Q8_0 ||
+			    kern_quant_is_k(down_quant));
+
+		if (!mix)
+			return ldr_err(-EINVAL, "quantization %d with down %d: only Q8_0, Q4_K, Q5_K and Q6_K (5..8) may differ between gate/up and down",
+				       quant, down_quant);
+	}
 	memset(&l, 0, sizeof(l));
 	if (kern_pack_layout_mix((enum kt_quant)quant, (enum kt_quant)down_quant,
 				 hidden, inter, group_size, &l))

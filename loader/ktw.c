@@ -63,11 +63,12 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 	if (!(h->flags & KTW_F_DOWN_QUANT) && h->down_quant)
 		return ldr_err(-EINVAL, "down quant %u without the down-quant flag",
 			       h->down_quant);
-	if ((h->flags & KTW_F_DOWN_QUANT) &&
-	    (h->version_minor < 2 || h->down_quant == h->quant))
-		return ldr_err(-EINVAL, "down-quant flag in a %u.%u header, or down quant %u equal to quant %u",
-			       h->version_major, h->version_minor,
-			       h->down_quant, h->quant);
+	if ((h->flags & KTW_F_DOWN_QUANT) && h->version_minor < 2)
+		return ldr_err(-EINVAL, "down-quant flag in a %u.%u header (2.2 added it)",
+			       h->version_major, h->version_minor);
+	if ((h->flags & KTW_F_DOWN_QUANT) && h->down_quant == h->quant)
+		return ldr_err(-EINVAL, "down quant %u equal to quant with the down-quant flag set",
+			       h->down_quant);
 	if (!dim_ok(h->hidden) || !dim_ok(h->inter))
 		return ldr_err(-EINVAL, "bad geometry: hidden %u, inter %u (multiples of 128 up to %u)",
 			       h->hidden, h->inter, KTW_MAX_DIM);

@@ -136,7 +136,9 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 				      .output = out, .layer_last = -1 };
 	struct kt_ctx_opts o = { .sz = sizeof(o), .threads = 2,
 				 .flags = KT_CTX_F_NO_PIN };
-	struct kt_model *mg, *mk;
+	struct kt_model *mg, *mk, *mc;
+	struct kt_model_info mi;
+	struct kt_ktw_info ki;
 	struct kt_ctx *ctx;
 	static float y1[T * 512], y2[T * 512];
 	struct kt_moe_args a = {
@@ -155,13 +157,48 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 	ASSERT_EQ(kt_ctx_create(&o, &ctx), 0);
 	ASSERT_EQ(kt_model_open(ctx, path, NULL, &mg), 0);
 	ASSERT_EQ(kt_model_open(ctx, out, NULL, &mk), 0);
-	unlink(out);
+	ASSERT_EQ(kt_ktw_inspect(out, &ki, NULL, 0), 0);
+	kt_model_get_info(mg, &mi);
+	EXPECT_EQ(ki.quant, (int)mi.quant);
+	EXPECT_EQ(ki.down_quant, (int)mi.down_quant);
+	EXPECT_EQ(ki.expert_bytes, mi.expert_bytes);
 	a.layer = c.L - c.dense - 1;
 	a.y = y1;
 	ASSERT_EQ(kt_moe_forward(ctx, mg, &a), 0);
 	a.y = y2;
 	ASSERT_EQ(kt_moe_forward(ctx, mk, &a), 0);
 	EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
+	/* with a budget of one layer and a slot, through the expert cache
+	 * (its slots sized by the layout, down of its own type too) */
+	if (c.L - c.dense >= 2) {
+		struct kt_model_opts mo = {
+			.sz = sizeof(mo),
+			.budget = (uint64_t)(c.E + 1) *
+				  ((mi.expert_bytes + 4095) / 4096 * 4096),
+		};
+		unsigned int li;
+
+		if (kt_model_open(ctx, out, &mo, &mc))
+			TH_LOG("%s", kt_last_error());
+		ASSERT_EQ(kt_model_open(ctx, out, &mo, &mc), 0);
+		for (li = 0; li < c.L - c.dense; li++) {
+			a.layer = li;
+			a.y = y1;
+			ASSERT_EQ(kt_moe_forward(ctx, mg, &a), 0);
+			a.y = y2;
+			ASSERT_EQ(kt_moe_forward(ctx, mc, &a), 0);
+			EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
+		}
+		{
+			struct kt_cache_stats st;
+
+			ASSERT_EQ(kt_model_cache_stats(mc, &st, false), 0);
+			EXPECT_EQ(st.slots, c.E + 1);
+			EXPECT_GT(st.misses, 0u);
+		}
+		kt_model_destroy(mc);
+	}
+	unlink(out);
 	EXPECT_EQ(kt_model_layer_index(mk, (int32_t)(c.L - 1)),
 		  (int)(c.L - c.dense - 1));
 	kt_model_destroy(mg);
