@@ -206,8 +206,11 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 	kt_ctx_destroy(ctx);
 }
 
-static const enum kt_isa isas[] = { KT_ISA_SCALAR, KT_ISA_AVX2,
-				    KT_ISA_AVX512, KT_ISA_AUTO };
+/* every variant (those the CPU lacks are skipped), then the default */
+static const enum kt_isa isas[] = {
+	KT_ISA_SCALAR, KT_ISA_AVX2, KT_ISA_AVX_VNNI, KT_ISA_AVX512,
+	KT_ISA_AMX, KT_ISA_AVX512BW, KT_ISA_AVX512VNNI, KT_ISA_AUTO,
+};
 
 /* @c.down_type (0: c.type), held as @want_down, activations @mode_down */
 static void run_mixed(struct kt_test_meta *_metadata, struct gw_cfg c,
