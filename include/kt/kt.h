@@ -430,7 +430,8 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  *	_INT4, _BF16, _FP8). 0: the checkpoint's own numbers kept as they
  *	are: compressed-tensors INT4 -> INT4 with its group, F8_E4M3 (128x128
  *	block or per-channel scales) -> FP8, BF16/F16/F32 -> BF16. A .ktw or
- *	GGUF file holds one quantization: another nonzero value is refused.
+ *	GGUF file holds its own quantization (of gate/up where down has
+ *	another, kt_model_info.down_quant): another nonzero value is refused.
  * @group_size: with @quant, as kt_convert_opts.group_size (0: 128, or
  *	the checkpoint's own INT4 group).
  * @progress: optional, a checkpoint folder only: called on the calling
