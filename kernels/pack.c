@@ -20,8 +20,9 @@
  */
 #pragma GCC optimize("fp-contract=off")
 
-int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
-		     unsigned int group, struct kern_pack_layout *l)
+static int layout_one(enum kt_quant q, unsigned int hidden,
+		      unsigned int inter, unsigned int group,
+		      struct kern_pack_layout *l)
 {
 	size_t nk = (size_t)hidden * inter;
 	size_t tb, sgu, sdn;
@@ -127,7 +128,72 @@ int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 	l->scales_off[1] = 3 * tb + sgu;
 	l->scales_off[2] = 3 * tb + 2 * sgu;
 	l->total = 3 * tb + 2 * sgu + sdn;
+	l->quant_down = q;
+	l->kt_down = l->kt;
+	l->group_down = l->group;
 	return 0;
+}
+
+/* The block types that may be mixed: one group (32) and one KC for all. */
+static bool mixable(enum kt_quant q)
+{
+	return q == KT_QUANT_Q8_0 || kern_quant_is_k(q);
+}
+
+int kern_pack_layout_mix(enum kt_quant q, enum kt_quant qdown,
+			 unsigned int hidden, unsigned int inter,
+			 unsigned int group, struct kern_pack_layout *l)
+{
+	struct kern_pack_layout d;
+	size_t tb, tbd, sgu, sdn;
+	int ret;
+
+	ret = layout_one(q, hidden, inter, group, l);
+	if (ret || qdown == q)
+		return ret;
+	if (!mixable(q) || !mixable(qdown)) {
+		l->err = "only Q8_0, Q4_K, Q5_K and Q6_K may be mixed between gate/up and down";
+		return -EINVAL;
+	}
+	ret = layout_one(qdown, hidden, inter, group, &d);
+	if (ret) {
+		l->err = d.err;
+		return ret;
+	}
+	/* gate/up parts of @q, the down parts of @qdown, in the same order */
+	tb = l->tiles_bytes[KERN_MAT_GATE];
+	tbd = d.tiles_bytes[KERN_MAT_DOWN];
+	sgu = l->scales_bytes[KERN_MAT_GATE];
+	sdn = d.scales_bytes[KERN_MAT_DOWN];
+	l->quant_down = qdown;
+	l->kt_down = d.kt;
+	l->group_down = d.group;
+	l->tiles_bytes[KERN_MAT_DOWN] = tbd;
+	l->scales_bytes[KERN_MAT_DOWN] = sdn;
+	l->scales_off[0] = 2 * tb + tbd;
+	l->scales_off[1] = 2 * tb + tbd + sgu;
+	l->scales_off[2] = 2 * tb + tbd + 2 * sgu;
+	l->total = 2 * tb + tbd + 2 * sgu + sdn;
+	return 0;
+}
+
+int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
+		     unsigned int group, struct kern_pack_layout *l)
+{
+	return kern_pack_layout_mix(q, q, hidden, inter, group, l);
+}
+
+const struct kern_pack_layout *kern_pack_for(const struct kern_pack_layout *l,
+					     enum kern_mat_id id,
+					     struct kern_pack_layout *tmp)
+{
+	if (id != KERN_MAT_DOWN || l->quant_down == l->quant)
+		return l;
+	*tmp = *l;
+	tmp->quant = l->quant_down;
+	tmp->kt = l->kt_down;
+	tmp->group = l->group_down;
+	return tmp;
 }
 
 static void mat_dims(const struct kern_pack_layout *l, enum kern_mat_id id,
@@ -142,9 +208,11 @@ static void mat_dims(const struct kern_pack_layout *l, enum kern_mat_id id,
 	}
 }
 
-size_t kern_pack_elem_off(const struct kern_pack_layout *l,
+size_t kern_pack_elem_off(const struct kern_pack_layout *l0,
 			  enum kern_mat_id id, unsigned int n, unsigned int k)
 {
+	struct kern_pack_layout ml_;
+	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
 	unsigned int N, K, nb = n / KERN_TILE_ROWS, kb = k / l->kt;
 	size_t tile;
 
@@ -447,9 +515,11 @@ static float quant_q8_0(const float *v, int8_t *q)
  * largest step and offset over 63, both rounded to f16 as a file stores
  * them.
  */
-static void quant_q4_k(const struct kern_pack_layout *l, enum kern_mat_id id,
+static void quant_q4_k(const struct kern_pack_layout *l0, enum kern_mat_id id,
 		       unsigned int n, const float *v, int8_t *q, uint8_t *blob)
 {
+	struct kern_pack_layout ml_;
+	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
 	const int top = l->quant == KT_QUANT_Q5_K ? 31 : 15;
 	struct kern_qk_mat m;
 	unsigned int N, K, s, j, i;
@@ -504,9 +574,11 @@ static void quant_q4_k(const struct kern_pack_layout *l, enum kern_mat_id id,
  * step amax/31 (q - 32 in -31..31), per super-block d the largest step
  * over 127 rounded to f16, each sub-block's step a signed multiple of d.
  */
-static void quant_q6_k(const struct kern_pack_layout *l, enum kern_mat_id id,
+static void quant_q6_k(const struct kern_pack_layout *l0, enum kern_mat_id id,
 		       unsigned int n, const float *v, int8_t *q, uint8_t *blob)
 {
+	struct kern_pack_layout ml_;
+	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
 	struct kern_qk_mat m;
 	unsigned int N, K, s, j, i;
 
@@ -620,10 +692,12 @@ static void write_tiles(const struct kern_pack_layout *l, enum kern_mat_id id,
 	}
 }
 
-int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
+int kern_pack_matrix(const struct kern_pack_layout *l0, enum kern_mat_id id,
 		     const void *src, enum kt_dtype dtype, size_t src_stride,
 		     uint8_t *blob)
 {
+	struct kern_pack_layout ml_;
+	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
 	uint8_t *tiles = blob + l->tiles_off[id];
 	float *scales = (float *)(blob + l->scales_off[id]);
 	unsigned int N, K, nb, r, g, k;
@@ -692,9 +766,11 @@ int kern_pack_matrix(const struct kern_pack_layout *l, enum kern_mat_id id,
 	return 0;
 }
 
-void kern_pack_int4_raw(const struct kern_pack_layout *l, enum kern_mat_id id,
+void kern_pack_int4_raw(const struct kern_pack_layout *l0, enum kern_mat_id id,
 			const int8_t *q, const float *scales, uint8_t *blob)
 {
+	struct kern_pack_layout ml_;
+	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
 	unsigned int N, K, nb;
 
 	mat_dims(l, id, &N, &K);
@@ -704,10 +780,12 @@ void kern_pack_int4_raw(const struct kern_pack_layout *l, enum kern_mat_id id,
 	memcpy(blob + l->scales_off[id], scales, l->scales_bytes[id]);
 }
 
-int kern_pack_rows_q(const struct kern_pack_layout *l, enum kern_mat_id id,
+int kern_pack_rows_q(const struct kern_pack_layout *l0, enum kern_mat_id id,
 		     unsigned int nb, const int8_t *q, const float *gscale,
 		     uint8_t *blob)
 {
+	struct kern_pack_layout ml_;
+	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
 	float *scales = (float *)(blob + l->scales_off[id]);
 	unsigned int N, K, r, g;
 
@@ -722,11 +800,13 @@ int kern_pack_rows_q(const struct kern_pack_layout *l, enum kern_mat_id id,
 	return 0;
 }
 
-int kern_pack_rows_qk(const struct kern_pack_layout *l, enum kern_mat_id id,
+int kern_pack_rows_qk(const struct kern_pack_layout *l0, enum kern_mat_id id,
 		      unsigned int nb, const int8_t *q, const float *d,
 		      const float *dmin, const uint8_t *sc, const uint8_t *mn,
 		      uint8_t *blob)
 {
+	struct kern_pack_layout ml_;
+	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
 	struct kern_qk_mat m;
 	unsigned int N, K, r, s, j, sg = kern_qk_sub(l->quant);
 
@@ -779,9 +859,11 @@ void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,
 		(const float *)(blob + l->scales_off[id]) : NULL;
 }
 
-float kern_pack_get(const struct kern_pack_layout *l, enum kern_mat_id id,
+float kern_pack_get(const struct kern_pack_layout *l0, enum kern_mat_id id,
 		    const uint8_t *blob, unsigned int n, unsigned int k)
 {
+	struct kern_pack_layout ml_;
+	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
 	const uint8_t *p = blob + l->tiles_off[id] +
 		kern_pack_elem_off(l, id, n, k);
 	const float *scales = (const float *)(blob + l->scales_off[id]);

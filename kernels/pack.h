@@ -26,9 +26,14 @@ enum kern_mat_id {
 
 /*
  * struct kern_pack_layout - where the parts of one expert blob are.
- * @kt: K span of a tile (INT8 64, BF16 32, INT4 128).
+ * @quant: quantization of gate and up (and of down unless @quant_down
+ *	differs).
+ * @kt: K span of a tile (INT8 64, BF16 32, INT4 128) of gate/up.
  * @kc: KC, the down chunk.
- * @group: INT4 group along K, Q8_0 32, else 0.
+ * @group: INT4 group along K, Q8_0 32, else 0 (gate/up).
+ * @quant_down, @kt_down, @group_down: the same for down; equal to the
+ *	gate/up values unless the layout mixes two GGUF block types
+ *	(kern_pack_layout_mix()). kern_pack_for() gives one matrix's view.
  * @tiles_off/@tiles_bytes: per matrix (enum kern_mat_id).
  * @scales_off/@scales_bytes: per matrix; 0 bytes for BF16.
  * @total: bytes of the blob.
@@ -47,6 +52,9 @@ struct kern_pack_layout {
 	size_t scales_bytes[3];
 	size_t total;
 	const char *err;
+	enum kt_quant quant_down;
+	unsigned int kt_down;
+	unsigned int group_down;
 };
 
 /* A byte range of an expert blob. */
@@ -64,6 +72,27 @@ struct kern_range {
  */
 int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
 		     unsigned int group, struct kern_pack_layout *l);
+
+/*
+ * kern_pack_layout_mix() - the layout of an expert whose down matrix has
+ *	its own quantization @qdown (a GGUF Q4_K_M file: gate/up Q4_K, down
+ *	Q6_K). Both of @q and @qdown must be Q8_0, Q4_K, Q5_K or Q6_K when
+ *	they differ; @qdown == @q is kern_pack_layout(). The parts keep their
+ *	order (gate, up, down tiles, then scales), each sized by its own type.
+ * Return: 0; -EINVAL with @l->err set.
+ */
+int kern_pack_layout_mix(enum kt_quant q, enum kt_quant qdown,
+			 unsigned int hidden, unsigned int inter,
+			 unsigned int group, struct kern_pack_layout *l);
+
+/*
+ * kern_pack_for() - the layout as matrix @id sees it: @l itself, or for
+ *	the down matrix of a mixed layout a copy in @tmp whose @quant, @kt
+ *	and @group are down's. Every per-matrix function below applies it.
+ */
+const struct kern_pack_layout *kern_pack_for(const struct kern_pack_layout *l,
+					     enum kern_mat_id id,
+					     struct kern_pack_layout *tmp);
 
 /*
  * kern_pack_matrix() - quantize and pack one matrix [N][K].

@@ -903,7 +903,8 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 				d->budget / c->stride : n_present);
 	if (c->n_slots < c->E)
 		c->n_slots = c->E;	/* a model with fewer experts present */
-	kern_pack_layout(m->quant, m->hidden, m->inter, m->group_size, &c->lay);
+	kern_pack_layout_mix(m->quant, m->down_quant, m->hidden, m->inter,
+			     m->group_size, &c->lay);
 	c->path = strdup(d->path);
 	c->file_off = malloc(n * sizeof(*c->file_off));
 	c->crc = malloc(n * sizeof(*c->crc));

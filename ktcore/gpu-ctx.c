@@ -117,6 +117,12 @@ static int model_table(struct kt_model *m, struct gpu_table **out)
 		*out = t;
 		return 0;
 	}
+	if (m->down_quant != m->quant) {
+		core_log(ctx, KT_LOG_ERROR,
+			 "gpu: no kernels for a model with gate/up %s and down %s (run it on the CPU)",
+			 kt_quant_name(m->quant), kt_quant_name(m->down_quant));
+		return -EOPNOTSUPP;
+	}
 	if (gpu_layout_init(&gl, m->quant, m->hidden, m->inter,
 			    m->group_size)) {
 		core_log(ctx, KT_LOG_ERROR, "gpu: no kernels for %s",

@@ -62,6 +62,9 @@ int core_gpu_pack_expert(const struct kt_model *m,
 {
 	struct kern_pack_layout pl;
 
+	/* the device layout has one quantization (gpu-ctx.c refuses) */
+	if (m->down_quant != m->quant)
+		return -EOPNOTSUPP;
 	if (kern_pack_layout(m->quant, m->hidden, m->inter, m->group_size,
 			     &pl))
 		return -EINVAL;

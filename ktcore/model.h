@@ -28,7 +28,8 @@ struct kt_model {
 	uint32_t inter;
 	uint32_t n_experts;
 	uint32_t n_layers;
-	enum kt_quant quant;
+	enum kt_quant quant;	/* gate and up */
+	enum kt_quant down_quant;	/* down: quant, or another GGUF type */
 	uint32_t group_size;	/* INT4 group along K; 0 otherwise */
 	uint32_t down_chunk;	/* KC: K chunk of the down matrix */
 	uint64_t expert_bytes;	/* packed bytes of one expert */

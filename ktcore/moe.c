@@ -106,7 +106,8 @@ struct moe_job {
 	struct kt_ctx *ctx;
 	const struct kt_model *m;
 	const struct kt_moe_args *args;
-	const struct kern_quant_ops *qo;
+	const struct kern_quant_ops *qo;	/* gate/up and x */
+	const struct kern_quant_ops *qd;	/* down and its activations */
 	struct moe_priv *priv;
 	const struct core_expert *experts;	/* of the layer */
 	unsigned int H, I, E, k, kc, group;
@@ -188,9 +189,11 @@ static const struct kern_quant_ops *pick_ops(const struct kt_ctx *ctx,
 
 /* What @m needs on node @node_idx. */
 static void dims_of(const struct kt_ctx *ctx, const struct kt_model *m,
-		    const struct kern_quant_ops *qo, unsigned int node_idx,
+		    const struct kern_quant_ops *qo,
+		    const struct kern_quant_ops *qd, unsigned int node_idx,
 		    struct moe_dims *d)
 {
+	size_t wsd;
 	unsigned int n_nodes = core_ctx_nodes(ctx), i0, i1, slice = 0, j;
 	struct kern_geom g = {
 		.hidden = m->hidden, .inter = m->inter,
@@ -207,8 +210,13 @@ static void dims_of(const struct kt_ctx *ctx, const struct kt_model *m,
 	d->slice = slice;
 	d->chunks = slice / m->down_chunk;
 	d->xrb = qo->act_row_bytes(m->hidden, m->group_size);
-	d->arb = d->chunks * qo->act_row_bytes(m->down_chunk, m->group_size);
-	d->wsb = align_up(qo->scratch_bytes(&g, KERN_MAX_M), CACHELINE);
+	d->arb = d->chunks * qd->act_row_bytes(m->down_chunk, m->group_size);
+	/* one worker scratch serves both kernels of a mixed model */
+	d->wsb = qo->scratch_bytes(&g, KERN_MAX_M);
+	wsd = qd->scratch_bytes(&g, KERN_MAX_M);
+	if (wsd > d->wsb)
+		d->wsb = wsd;
+	d->wsb = align_up(d->wsb, CACHELINE);
 	d->threads = core_ctx_node_threads(ctx, node_idx);
 }
 
@@ -254,7 +262,7 @@ static void dims_max(struct moe_dims *d, const struct moe_dims *o)
 
 struct reserve_arg {
 	const struct kt_model *m;
-	const struct kern_quant_ops *qo;
+	const struct kern_quant_ops *qo, *qd;
 };
 
 static int reserve_fn(struct kt_ctx *ctx, void *p)
@@ -276,7 +284,7 @@ static int reserve_fn(struct kt_ctx *ctx, void *p)
 		size_t bytes;
 		uint8_t *p8;
 
-		dims_of(ctx, ra->m, ra->qo, j, &need);
+		dims_of(ctx, ra->m, ra->qo, ra->qd, j, &need);
 		if (old && dims_fit(&old->d, &need))
 			continue;
 		d = need;
@@ -311,9 +319,11 @@ int core_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 	if (!ctx || !m)
 		return -EINVAL;
 	ra.qo = pick_ops(ctx, m->quant);
-	if (!ra.qo) {
+	ra.qd = pick_ops(ctx, m->down_quant);
+	if (!ra.qo || !ra.qd) {
 		core_log(ctx, KT_LOG_ERROR, "no kernels for %s on %s",
-			 kt_quant_name(m->quant), kt_isa_name(kt_ctx_isa(ctx)));
+			 kt_quant_name(ra.qo ? m->down_quant : m->quant),
+			 kt_isa_name(kt_ctx_isa(ctx)));
 		return -EINVAL;
 	}
 	ret = core_ctx_exec(ctx, reserve_fn, &ra);
@@ -507,7 +517,7 @@ static void gate_up_done(const struct moe_job *j, struct moe_node *n,
 		 * rows of a (their release), then quantizes the whole chunk */
 		if (__atomic_add_fetch(done, 1, __ATOMIC_ACQ_REL) != per_chunk)
 			continue;
-		j->qo->act_prepare(n->a + (size_t)g->slot0 * slice +
+		j->qd->act_prepare(n->a + (size_t)g->slot0 * slice +
 				   c * j->kc, (size_t)slice * 4, KT_DTYPE_F32,
 				   g->m, j->kc, j->group,
 				   n->aact + (size_t)g->slot0 * n->d.arb +
@@ -642,10 +652,10 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 					NULL,
 			};
 
-			if (j->qo->down_many && gr->m >= j->qo->many_min_m)
-				j->qo->down_many(&da);
+			if (j->qd->down_many && gr->m >= j->qd->many_min_m)
+				j->qd->down_many(&da);
 			else
-				j->qo->down(&da);
+				j->qd->down(&da);
 		}
 		if (last)
 			store_rows(j, n0, n1, 1);
@@ -739,12 +749,13 @@ int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 		return ret;
 	memset(&j, 0, sizeof(j));
 	j.qo = pick_ops(ctx, m->quant);
-	if (!j.qo)
+	j.qd = pick_ops(ctx, m->down_quant);
+	if (!j.qo || !j.qd)
 		return -EOPNOTSUPP;
 	if (!priv || priv->n_nodes != core_ctx_nodes(ctx))
 		goto unreserved;
 	for (i = 0; i < priv->n_nodes; i++) {
-		dims_of(ctx, m, j.qo, i, &need);
+		dims_of(ctx, m, j.qo, j.qd, i, &need);
 		if (!priv->nodes[i] || !dims_fit(&priv->nodes[i]->d, &need))
 			goto unreserved;
 		kern_node_slice(m->inter, m->down_chunk, priv->n_nodes, i,
@@ -771,7 +782,7 @@ int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	j.kc = m->down_chunk;
 	j.group = m->group_size;
 	j.xrb = j.qo->act_row_bytes(j.H, j.group);
-	j.crb = j.qo->act_row_bytes(j.kc, j.group);
+	j.crb = j.qd->act_row_bytes(j.kc, j.group);
 	/* every node takes the same chunk: the smallest that fits all */
 	chunk = KT_MOE_MAX_TOKENS;
 	for (i = 0; i < priv->n_nodes; i++) {

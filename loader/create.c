@@ -48,7 +48,9 @@ static int validate(const struct kt_model_desc *d, struct kern_pack_layout *l)
 		l->err = "src_dtype must be f32, bf16 or f16";
 		return -EINVAL;
 	}
-	ret = kern_pack_layout(d->quant, d->hidden, d->inter, d->group_size, l);
+	ret = kern_pack_layout_mix(d->quant, d->down_quant ?
+				   (enum kt_quant)d->down_quant : d->quant,
+				   d->hidden, d->inter, d->group_size, l);
 	return ret;
 }
 
@@ -100,6 +102,7 @@ static int model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
 	m->n_experts = desc->n_experts;
 	m->n_layers = desc->n_layers;
 	m->quant = desc->quant;
+	m->down_quant = l.quant_down;
 	m->group_size = l.group;
 	m->down_chunk = l.kc;
 	m->expert_bytes = l.total;

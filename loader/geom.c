@@ -11,12 +11,8 @@
 #include "loader/error.h"
 #include "loader/ktw.h"
 
-int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
-		  uint32_t inter, uint32_t group_size)
+static int check_quant(int quant, uint32_t group_size)
 {
-	struct kern_pack_layout l;
-	int i;
-
 	bool grouped = quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8 ||
 		       quant == KT_QUANT_Q8_0 || quant == KT_QUANT_Q4_K ||
 		       quant == KT_QUANT_Q5_K || quant == KT_QUANT_Q6_K;
@@ -41,12 +37,40 @@ int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
 	    group_size != 128)
 		return ldr_err(-EINVAL, "INT4 group size %u is not 32, 64 or 128",
 			       group_size);
+	return 0;
+}
+
+int ldr_geom_init_mix(struct ldr_geom *g, int quant, int down_quant,
+		      uint32_t hidden, uint32_t inter, uint32_t group_size)
+{
+	bool grouped = quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8 ||
+		       quant == KT_QUANT_Q8_0 || kern_quant_is_k(quant);
+	struct kern_pack_layout l;
+	int i, ret;
+
+	ret = check_quant(quant, group_size);
+	if (ret)
+		return ret;
+	if (down_quant != quant) {
+		bool mix = (quant == KT_QUANT_Q8_0 || kern_quant_is_k(quant)) &&
+			   (down_quant == KT_QUANT_Q8_0 ||
+			    kern_quant_is_k(down_quant));
+
+		if (!mix)
+			return ldr_err(-EINVAL, "quantization %d with down %d: only Q8_0, Q4_K, Q5_K and Q6_K (5..8) may differ between gate/up and down",
+				       quant, down_quant);
+	}
 	memset(&l, 0, sizeof(l));
-	if (kern_pack_layout((enum kt_quant)quant, hidden, inter, group_size, &l))
-		return ldr_err(-EINVAL, "bad geometry hidden %u inter %u: %s",
-			       hidden, inter, l.err ? l.err : "?");
+	if (kern_pack_layout_mix((enum kt_quant)quant, (enum kt_quant)down_quant,
+				 hidden, inter, group_size, &l))
+		return ldr_err(-EINVAL, "bad geometry hidden %u inter %u (%s, down %s): %s",
+			       hidden, inter,
+			       kt_quant_name((enum kt_quant)quant),
+			       kt_quant_name((enum kt_quant)down_quant),
+			       l.err ? l.err : "?");
 	memset(g, 0, sizeof(*g));
 	g->quant = quant;
+	g->down_quant = down_quant;
 	g->hidden = hidden;
 	g->inter = inter;
 	g->group_size = grouped ? group_size : 0;
@@ -57,4 +81,10 @@ int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
 		g->part_off[KTW_PART_GATE_SCALES + i] = l.scales_off[i];
 	}
 	return 0;
+}
+
+int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
+		  uint32_t inter, uint32_t group_size)
+{
+	return ldr_geom_init_mix(g, quant, quant, hidden, inter, group_size);
 }

@@ -43,6 +43,7 @@ int ldr_gguf_convert(const struct kt_convert_opts *o)
 	ret = ldr_gguf_src_open(o->input, &s);
 	if (ret)
 		return ret;
+	/* a mixed file (gate/up Q4_K, down Q6_K) is named by its gate/up */
 	if (o->quant && (o->quant != (int)s->quant ||
 			 (o->group_size && o->group_size != s->lay.group))) {
 		ret = ldr_err(-EINVAL, "%s: a GGUF file keeps its blocks (%s here, kt %s): leave --method out",
@@ -50,8 +51,8 @@ int ldr_gguf_convert(const struct kt_convert_opts *o)
 			      kt_quant_name(s->quant));
 		goto out;
 	}
-	ret = ldr_geom_init(&g, s->quant, (uint32_t)s->H, (uint32_t)s->I,
-			    s->lay.group);
+	ret = ldr_geom_init_mix(&g, s->quant, s->quant_down, (uint32_t)s->H,
+				(uint32_t)s->I, s->lay.group);
 	if (ret)
 		goto out;
 	ids = calloc(s->n_layers, sizeof(*ids));

@@ -101,9 +101,24 @@ static int quant_of(uint32_t type, enum kt_quant *q, unsigned int *group)
 }
 
 
-static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
-			int id, const struct ldr_gguf_tensor *first)
+/* Q8_0 and the K-quants share the group (32) and the down chunk: their
+ * gate/up and down may differ (kern_pack_layout_mix()) */
+static bool mixable(uint32_t type)
 {
+	return type == LDR_GGML_Q8_0 || type == LDR_GGML_Q4_K ||
+	       type == LDR_GGML_Q5_K || type == LDR_GGML_Q6_K;
+}
+
+/*
+ * @first[0] is the first gate/up tensor seen, @first[1] the first down:
+ * gate and up must have one type in every layer, down one type (which may
+ * be another block type) in every layer.
+ */
+static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
+			int id, const struct ldr_gguf_tensor **first)
+{
+	int role = id == KERN_MAT_DOWN;
+	uint32_t *type = role ? &p->type_down : &p->type;
 	uint64_t K = id == KERN_MAT_DOWN ? p->I : p->H;
 	uint64_t N = id == KERN_MAT_DOWN ? p->H : p->I;
 	enum kt_quant q;
@@ -122,17 +137,29 @@ static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
 		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, BF16, F16 and F32 expert tensors",
 			       p->g->path, (int)t->name.len, t->name.p,
 			       ldr_gguf_type_name(t->type));
-	if (!first) {
-		p->type = t->type;
-		p->quant = q;
-		p->group = group;
-	} else if (t->type != p->type) {
-		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt holds one quantization per model",
+	if (!first[role]) {
+		first[role] = t;
+		*type = t->type;
+		if (role) {
+			p->quant_down = q;
+		} else {
+			p->quant = q;
+			p->group = group;
+		}
+	} else if (t->type != *type) {
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt holds one type for gate and up and one for down in every layer (types that vary by layer are not supported)",
 			       p->g->path, (int)t->name.len, t->name.p,
 			       ldr_gguf_type_name(t->type),
-			       (int)first->name.len, first->name.p,
-			       ldr_gguf_type_name(p->type));
+			       (int)first[role]->name.len, first[role]->name.p,
+			       ldr_gguf_type_name(*type));
 	}
+	if (role && p->type_down != p->type &&
+	    (!mixable(p->type) || !mixable(p->type_down)))
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt mixes types between gate/up and down only among Q8_0, Q4_K, Q5_K and Q6_K",
+			       p->g->path, (int)t->name.len, t->name.p,
+			       ldr_gguf_type_name(p->type_down),
+			       (int)first[0]->name.len, first[0]->name.p,
+			       ldr_gguf_type_name(p->type));
 	return 0;
 }
 
@@ -201,7 +228,7 @@ static int plan_geometry(struct ldr_gguf_src *p)
 
 static int plan_layers(struct ldr_gguf_src *p)
 {
-	const struct ldr_gguf_tensor *first = NULL;
+	const struct ldr_gguf_tensor *first[2] = { NULL, NULL };
 	uint32_t l;
 	int id, ret;
 
@@ -235,8 +262,6 @@ static int plan_layers(struct ldr_gguf_src *p)
 			ret = check_tensor(p, t[id], id, first);
 			if (ret)
 				return ret;
-			if (!first)
-				first = t[id];
 			p->t[p->n_layers][id] = t[id];
 		}
 		p->layer_ids[p->n_layers++] = (int32_t)l;
@@ -331,15 +356,16 @@ static bool unpack_qk(uint32_t type, const uint8_t *blk, int8_t *q, float *d,
 
 /* a K-quant matrix, 16 rows at a time */
 static int pack_qk(const struct ldr_gguf_src *p, const struct kern_pack_layout *l,
-		   int id, const uint8_t *src, struct ldr_gguf_bufs *bf,
-		   uint8_t *blob, uint32_t layer, uint32_t e)
+		   int id, uint32_t type, const uint8_t *src,
+		   struct ldr_gguf_bufs *bf, uint8_t *blob, uint32_t layer,
+		   uint32_t e)
 {
 	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
 	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
 	unsigned int nb, r, b, ns = K / 256, nsub = 256 / kern_qk_sub(l->quant);
 	uint32_t bb;
 
-	ldr_gguf_type_info(p->type, NULL, &bb, NULL);
+	ldr_gguf_type_info(type, NULL, &bb, NULL);
 	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
 		for (r = 0; r < KERN_TILE_ROWS; r++) {
 			const uint8_t *row = src + ((size_t)nb *
@@ -348,7 +374,7 @@ static int pack_qk(const struct ldr_gguf_src *p, const struct kern_pack_layout *
 			for (b = 0; b < ns; b++) {
 				unsigned int at = r * ns + b;
 
-				if (!unpack_qk(p->type, row + (size_t)b * bb,
+				if (!unpack_qk(type, row + (size_t)b * bb,
 					       bf->q + (size_t)r * K + b * 256,
 					       &bf->d[at], &bf->dmin[at],
 					       &bf->s6[at * nsub],
@@ -367,18 +393,21 @@ static int pack_qk(const struct ldr_gguf_src *p, const struct kern_pack_layout *
 }
 
 static int pack_matrix(const struct ldr_gguf_src *p,
-		       const struct kern_pack_layout *l, int id,
+		       const struct kern_pack_layout *l0, int id,
 		       const uint8_t *src, struct ldr_gguf_bufs *bf,
 		       uint8_t *blob, uint32_t layer, uint32_t e)
 {
+	struct kern_pack_layout ml;
+	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml);
+	uint32_t type = id == KERN_MAT_DOWN ? p->type_down : p->type;
 	int8_t *q = bf->q;
 	float *sc = bf->sc;
 	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
 	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
 	unsigned int nb, r, b, j, nbk = K / 32;
-	size_t bb = p->type == LDR_GGML_Q8_0 ? 34 : 18;
+	size_t bb = type == LDR_GGML_Q8_0 ? 34 : 18;
 
-	switch (p->type) {
+	switch (type) {
 	case LDR_GGML_BF16:
 		return kern_pack_matrix(l, id, src, KT_DTYPE_BF16, K, blob);
 	case LDR_GGML_F16:
@@ -388,7 +417,7 @@ static int pack_matrix(const struct ldr_gguf_src *p,
 	case LDR_GGML_Q4_K:
 	case LDR_GGML_Q5_K:
 	case LDR_GGML_Q6_K:
-		return pack_qk(p, l, id, src, bf, blob, layer, e);
+		return pack_qk(p, l, id, type, src, bf, blob, layer, e);
 	}
 	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
 		for (r = 0; r < KERN_TILE_ROWS; r++) {
@@ -408,7 +437,7 @@ static int pack_matrix(const struct ldr_gguf_src *p,
 						       mat_names[id], b,
 						       nb * KERN_TILE_ROWS + r);
 				sc[(size_t)r * nbk + b] = d;
-				if (p->type == LDR_GGML_Q8_0) {
+				if (type == LDR_GGML_Q8_0) {
 					memcpy(qr + b * 32, blk + 2, 32);
 					continue;
 				}
@@ -476,8 +505,10 @@ int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out)
 	if (!ret)
 		ret = plan_layers(p);
 	if (!ret) {
-		ret = kern_pack_layout(p->quant, (unsigned int)p->H,
-				       (unsigned int)p->I, p->group, &p->lay);
+		ret = kern_pack_layout_mix(p->quant, p->quant_down,
+					   (unsigned int)p->H,
+					   (unsigned int)p->I, p->group,
+					   &p->lay);
 		if (ret)
 			ldr_err(ret, "%s: %s", path, p->lay.err);
 	}
@@ -526,6 +557,7 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	m->n_experts = (uint32_t)p->E;
 	m->n_layers = p->n_layers;
 	m->quant = p->quant;
+	m->down_quant = p->quant_down;
 	m->group_size = l->group;
 	m->down_chunk = l->kc;
 	m->expert_bytes = l->total;
@@ -595,9 +627,10 @@ int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
 		ret = core_live_add(ctx, &gm->m);	/* ops may name it */
 	if (ret)
 		goto out;
-	core_log(ctx, KT_LOG_INFO, "%s: GGUF %s, %u MoE layers x %u experts of %s (kt %s), %llu MiB resident",
+	core_log(ctx, KT_LOG_INFO, "%s: GGUF %s, %u MoE layers x %u experts of %s, down %s (kt %s, %s), %llu MiB resident",
 		 path, p->arch, gm->m.n_layers, gm->m.n_experts,
-		 ldr_gguf_type_name(p->type), kt_quant_name(gm->m.quant),
+		 ldr_gguf_type_name(p->type), ldr_gguf_type_name(p->type_down),
+		 kt_quant_name(gm->m.quant), kt_quant_name(gm->m.down_quant),
 		 (unsigned long long)(gm->m.resident_bytes >> 20));
 	*out = &gm->m;
 	gm = NULL;

@@ -22,8 +22,9 @@ struct ldr_gguf_bufs {
  * struct ldr_gguf_src - the MoE layers of a validated GGUF file.
  * @H, @I, @E, @top_k: geometry from the metadata, checked against
  *	every expert tensor. @n_layers MoE layers, @layer_ids their block
- *	numbers. @type: the ggml type of every expert tensor; @quant,
- *	@group and @lay: kt's layout it is repacked into.
+ *	numbers. @type: the ggml type of every gate and up tensor,
+ *	@type_down of every down tensor (another block type in Q4_K_M files);
+ *	@quant, @quant_down, @group and @lay: kt's layout it is repacked into.
  */
 struct ldr_gguf_src {
 	const struct ldr_gguf *g;
@@ -33,7 +34,9 @@ struct ldr_gguf_src {
 	int32_t *layer_ids;
 	const struct ldr_gguf_tensor *(*t)[3];	/* [n_layers][gate, up, down] */
 	uint32_t type;
+	uint32_t type_down;
 	enum kt_quant quant;
+	enum kt_quant quant_down;
 	unsigned int group;
 	struct kern_pack_layout lay;
 	struct ldr_gguf_bufs bf;

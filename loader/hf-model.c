@@ -165,6 +165,7 @@ static int build(struct kt_ctx *ctx, const struct ldr_hf_src *s,
 	m->n_experts = E;
 	m->n_layers = s->n_layers;
 	m->quant = (enum kt_quant)l->quant;
+	m->down_quant = m->quant;
 	m->group_size = l->group;
 	m->down_chunk = l->kc;
 	m->expert_bytes = l->total;

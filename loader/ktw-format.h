@@ -11,13 +11,22 @@
 
 #define KTW_MAGIC		"KTWMOE\r\n"	/* CR LF catch text-mode copies */
 #define KTW_VERSION_MAJOR	2
-#define KTW_VERSION_MINOR	1	/* 2.1: quant 4, FP8 */
+#define KTW_VERSION_MINOR	2	/* 2.1: quant 4, FP8; 2.2: down_quant */
 #define KTW_ALIGN		4096u	/* every region and blob starts here */
 #define KTW_HEADER_BYTES	4096u	/* the header region, padded */
 #define KTW_MAX_LAYERS		4096u
 #define KTW_MAX_EXPERTS		65536u
 #define KTW_MAX_DIM		(1u << 20)
 #define KTW_MAX_ENTRIES		(1u << 22)	/* layers x experts: 128 MiB of table */
+
+/*
+ * Header flags. KTW_F_DOWN_QUANT (2.2): the down matrix has its own
+ * quantization, in down_quant (a GGUF Q4_K_M file: gate/up Q4_K, down
+ * Q6_K). A flag, not only the field, so that a 2.0/2.1 reader refuses such
+ * a file ("unknown header flags") instead of misreading it.
+ */
+#define KTW_F_DOWN_QUANT	(1u << 0)
+#define KTW_F_ALL		KTW_F_DOWN_QUANT
 
 enum ktw_part {
 	KTW_PART_GATE_TILES,
@@ -47,7 +56,7 @@ struct ktw_header {
 	uint32_t group_size;		/* INT4 group along K; FP8 128; else 0 */
 	uint32_t down_chunk;		/* KC of the packed down matrix */
 	uint32_t top_k;			/* from config.json; informational */
-	uint32_t reserved0;
+	uint32_t down_quant;		/* KTW_F_DOWN_QUANT: down's quant; else 0 */
 	uint64_t expert_bytes;		/* bytes of one packed blob */
 	uint64_t blob_stride;		/* expert_bytes rounded up to 4 KiB */
 	uint64_t part_off[KTW_PARTS];	/* offset of each part in a blob */

@@ -39,6 +39,7 @@ KT_EXPORT int kt_ktw_inspect(const char *path, struct kt_ktw_info *info,
 	info->version_major = k->hdr.version_major;
 	info->version_minor = k->hdr.version_minor;
 	info->quant = (int)k->hdr.quant;
+	info->down_quant = ldr_ktw_down_quant(&k->hdr);
 	info->hidden = k->hdr.hidden;
 	info->inter = k->hdr.inter;
 	info->n_experts = k->hdr.n_experts;
@@ -199,8 +200,10 @@ static void stage_place(const struct ldr_ktw *k, const struct core_mem *mem)
 		n = KT_MAX_NODES;
 	for (i = 0; i < n; i++)
 		ids[i] = (int)i;
-	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
-			 k->hdr.inter, k->hdr.group_size, &lay);
+	kern_pack_layout_mix((enum kt_quant)k->hdr.quant,
+			     (enum kt_quant)ldr_ktw_down_quant(&k->hdr),
+			     k->hdr.hidden, k->hdr.inter, k->hdr.group_size,
+			     &lay);
 	ldr_placement_init(&place, &lay, n, k->hdr.data_off, k->n_entries,
 			   k->hdr.blob_stride);
 	/* locality only: a failed bind leaves pages where they fault */

@@ -57,8 +57,18 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 	if (crc != h->header_crc)
 		return ldr_err(-EINVAL, "header checksum mismatch (%08x, expected %08x)",
 			       crc, h->header_crc);
-	if (h->flags || h->reserved0)
-		return ldr_err(-EINVAL, "unknown header flags %#x", h->flags);
+	if (h->flags & ~KTW_F_ALL)
+		return ldr_err(-EINVAL, "unknown header flags %#x (a newer kt wrote this file)",
+			       h->flags & ~KTW_F_ALL);
+	if (!(h->flags & KTW_F_DOWN_QUANT) && h->down_quant)
+		return ldr_err(-EINVAL, "down quant %u without the down-quant flag",
+			       h->down_quant);
+	if ((h->flags & KTW_F_DOWN_QUANT) && h->version_minor < 2)
+		return ldr_err(-EINVAL, "down-quant flag in a %u.%u header (2.2 added it)",
+			       h->version_major, h->version_minor);
+	if ((h->flags & KTW_F_DOWN_QUANT) && h->down_quant == h->quant)
+		return ldr_err(-EINVAL, "down quant %u equal to quant with the down-quant flag set",
+			       h->down_quant);
 	if (!dim_ok(h->hidden) || !dim_ok(h->inter))
 		return ldr_err(-EINVAL, "bad geometry: hidden %u, inter %u (multiples of 128 up to %u)",
 			       h->hidden, h->inter, KTW_MAX_DIM);
@@ -70,8 +80,8 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 	if (n_entries > KTW_MAX_ENTRIES)
 		return ldr_err(-EINVAL, "%llu entries exceed the limit of %u",
 			       (unsigned long long)n_entries, KTW_MAX_ENTRIES);
-	ret = ldr_geom_init(geom, (int)h->quant, h->hidden, h->inter,
-			    h->group_size);
+	ret = ldr_geom_init_mix(geom, (int)h->quant, ldr_ktw_down_quant(h),
+				h->hidden, h->inter, h->group_size);
 	if (ret)
 		return ret;
 	if (h->down_chunk != geom->down_chunk)
@@ -197,6 +207,10 @@ int ldr_ktw_layout(struct ktw_header *h, const struct ldr_geom *g,
 	h->version_minor = KTW_VERSION_MINOR;
 	h->header_size = sizeof(*h);
 	h->quant = (uint32_t)g->quant;
+	if (g->down_quant != g->quant) {
+		h->flags = KTW_F_DOWN_QUANT;
+		h->down_quant = (uint32_t)g->down_quant;
+	}
 	h->hidden = g->hidden;
 	h->inter = g->inter;
 	h->n_experts = n_experts;

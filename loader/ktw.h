@@ -12,7 +12,8 @@
 
 /* Geometry of a packed expert as the kernels lay it out. */
 struct ldr_geom {
-	int quant;		/* enum kt_quant */
+	int quant;		/* enum kt_quant of gate and up */
+	int down_quant;		/* of down: == quant unless mixed */
 	uint32_t hidden;
 	uint32_t inter;
 	uint32_t group_size;	/* INT4 group; 32 for Q8_0, Q4_K; else 0 */
@@ -24,6 +25,16 @@ struct ldr_geom {
 /* Fill @g from quant/hidden/inter/group_size (kernels/pack.h layout). */
 int ldr_geom_init(struct ldr_geom *g, int quant, uint32_t hidden,
 		  uint32_t inter, uint32_t group_size);
+/* The same with down of @down_quant (kern_pack_layout_mix()). */
+int ldr_geom_init_mix(struct ldr_geom *g, int quant, int down_quant,
+		      uint32_t hidden, uint32_t inter, uint32_t group_size);
+
+/* The quantization of down of a validated header. */
+static inline int ldr_ktw_down_quant(const struct ktw_header *h)
+{
+	return h->flags & KTW_F_DOWN_QUANT ? (int)h->down_quant :
+					     (int)h->quant;
+}
 
 /* An open, validated .ktw: header, layer ids and entry table in memory. */
 struct ldr_ktw {

@@ -28,6 +28,7 @@ KT_EXPORT void kt_model_get_info(const struct kt_model *m,
 	info->n_experts = m->n_experts;
 	info->n_layers = m->n_layers;
 	info->quant = m->quant;
+	info->down_quant = m->down_quant;
 	info->group_size = m->group_size;
 	info->expert_bytes = m->expert_bytes;
 	info->resident_bytes = m->resident_bytes;

@@ -135,8 +135,10 @@ static int load_read(struct kt_ctx *ctx, struct ldr_ktw *k,
 	for (i = 0; i < k->n_entries; i++)
 		if (!masked(k, o, i))
 			n++;
-	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
-			 k->hdr.inter, k->hdr.group_size, &lay);
+	kern_pack_layout_mix((enum kt_quant)k->hdr.quant,
+			     (enum kt_quant)ldr_ktw_down_quant(&k->hdr),
+			     k->hdr.hidden, k->hdr.inter, k->hdr.group_size,
+			     &lay);
 	spans = calloc(n ? n : 1, sizeof(*spans));
 	entry_of = calloc(n ? n : 1, sizeof(*entry_of));
 	if (!spans || !entry_of) {
@@ -352,8 +354,10 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 			      kt_quant_name((enum kt_quant)opts->quant));
 		goto err;
 	}
-	kern_pack_layout((enum kt_quant)k->hdr.quant, k->hdr.hidden,
-			 k->hdr.inter, k->hdr.group_size, &lay);
+	kern_pack_layout_mix((enum kt_quant)k->hdr.quant,
+			     (enum kt_quant)ldr_ktw_down_quant(&k->hdr),
+			     k->hdr.hidden, k->hdr.inter, k->hdr.group_size,
+			     &lay);
 	p = calloc(1, sizeof(*p));
 	m = calloc(1, sizeof(*m));
 	blob_of = calloc(k->n_entries, sizeof(*blob_of));
@@ -379,6 +383,7 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 	m->n_experts = k->hdr.n_experts;
 	m->n_layers = k->hdr.n_layers;
 	m->quant = (enum kt_quant)k->hdr.quant;
+	m->down_quant = (enum kt_quant)ldr_ktw_down_quant(&k->hdr);
 	m->group_size = k->hdr.group_size;
 	m->down_chunk = k->hdr.down_chunk;
 	m->expert_bytes = k->hdr.expert_bytes;

@@ -6,8 +6,10 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tools/bench.h"
+#include "tools/opts.h"
 #include "tools/sys.h"
 
 /**
@@ -26,6 +28,12 @@ uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
 	uint64_t nk = (uint64_t)hidden * inter;
 	uint64_t g = group_size ? group_size : 128;
 
+	/* the K-quants' and Q8_0's bytes are the same for each matrix */
+	if (bench_method_down(q) != bench_method_quant(q))
+		return bench_expert_bytes(hidden, inter,
+					  bench_method_quant(q), 0) / 3 * 2 +
+		       bench_expert_bytes(hidden, inter,
+					  bench_method_down(q), 0) / 3;
 	switch (q) {
 	case KT_QUANT_INT8:
 		/* three matrices of N*K bytes; one f32 scale per output row */
@@ -84,7 +92,7 @@ int bench_plan_layers(const struct bench_cfg *c, enum kt_quant q,
 	if (!fit) {
 		fprintf(stderr,
 			"kt bench: %s %s needs %.2f GiB for one layer of %u experts (%.1f MiB each) plus %.2f GiB of buffers, but %.2f GiB is %s; try fewer --experts, --method int4, or a smaller preset\n",
-			c->preset, kt_quant_name(q),
+			c->preset, bench_method_name(q),
 			(double)layer_bytes / (1u << 30), c->experts,
 			(double)expert_bytes / (1u << 20),
 			(double)need_extra / (1u << 30),
@@ -106,7 +114,7 @@ int bench_plan_layers(const struct bench_cfg *c, enum kt_quant q,
 		if (c->layers) {
 			fprintf(stderr,
 				"kt bench: %u layers of %s %s take %.2f GiB, only %llu fit in %.2f GiB\n",
-				c->layers, c->preset, kt_quant_name(q),
+				c->layers, c->preset, bench_method_name(q),
 				(double)(layer_bytes * c->layers) / (1u << 30),
 				(unsigned long long)fit,
 				(double)avail / (1u << 30));
@@ -115,9 +123,39 @@ int bench_plan_layers(const struct bench_cfg *c, enum kt_quant q,
 		fprintf(stderr,
 			"kt bench: note: only %llu layer%s of %s %s fit%s; weights may partly come from cache\n",
 			(unsigned long long)fit, fit == 1 ? "" : "s", c->preset,
-			kt_quant_name(q), fit == 1 ? "s" : "");
+			bench_method_name(q), fit == 1 ? "s" : "");
 		want = fit;
 	}
 	*layers = (uint32_t)want;
 	return 0;
+}
+
+int bench_method_parse(const char *s, enum kt_quant *out)
+{
+	if (s && !strcmp(s, "q4_k_m")) {
+		*out = BENCH_Q4_K_M;
+		return 0;
+	}
+	if (s && !strcmp(s, "q5_k_m")) {
+		*out = BENCH_Q5_K_M;
+		return 0;
+	}
+	return opt_quant(s, out);
+}
+
+enum kt_quant bench_method_quant(enum kt_quant m)
+{
+	return m == BENCH_Q4_K_M ? KT_QUANT_Q4_K :
+	       m == BENCH_Q5_K_M ? KT_QUANT_Q5_K : m;
+}
+
+enum kt_quant bench_method_down(enum kt_quant m)
+{
+	return m == BENCH_Q4_K_M || m == BENCH_Q5_K_M ? KT_QUANT_Q6_K : m;
+}
+
+const char *bench_method_name(enum kt_quant m)
+{
+	return m == BENCH_Q4_K_M ? "q4_k_m" : m == BENCH_Q5_K_M ? "q5_k_m" :
+	       kt_quant_name(m);
 }

@@ -53,7 +53,7 @@ void report_setup(const struct bench_setup *s)
 	if (c->json)
 		return;
 	printf("\n%s (H %u, I %u, E %u, k %u), %s", c->preset, c->hidden,
-	       c->inter, c->experts, c->top_k, kt_quant_name(s->quant));
+	       c->inter, c->experts, c->top_k, bench_method_name(s->quant));
 	if (s->quant == KT_QUANT_INT4)
 		printf(" g%u", c->group_size ? c->group_size : 128);
 	printf(", %s, %u threads\n", kt_isa_name(s->isa), s->threads);
@@ -93,7 +93,7 @@ void report_case(const struct bench_setup *s, const struct bench_case *r)
 	jw_u64(&j, "inter", c->inter);
 	jw_u64(&j, "experts", c->experts);
 	jw_u64(&j, "top_k", c->top_k);
-	jw_str(&j, "method", kt_quant_name(s->quant));
+	jw_str(&j, "method", bench_method_name(s->quant));
 	if (s->quant == KT_QUANT_INT4)
 		jw_u64(&j, "group_size", c->group_size ? c->group_size : 128);
 	jw_str(&j, "isa", kt_isa_name(s->isa));

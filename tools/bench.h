@@ -37,7 +37,7 @@ enum bench_wait {
 struct bench_cfg {
 	const char *preset;		/* "custom" once a dimension is set */
 	uint32_t hidden, inter, experts, top_k;
-	enum kt_quant methods[BENCH_MAX_METHODS];
+	enum kt_quant methods[BENCH_MAX_METHODS];	/* or BENCH_Q*_K_M */
 	unsigned int n_methods;
 	enum kt_isa isas[KT_ISA_COUNT];
 	unsigned int n_isas;
@@ -106,6 +106,19 @@ void synth_fill_f32(float *dst, size_t n, uint64_t seed, float sigma);
 #define BENCH_MEM_RESERVE	(512ull << 20)
 
 /* The packed size of one expert (Documentation/packed-layout.md). */
+/*
+ * The GGUF mixes as a method: gate/up of one type, down Q6_K (what
+ * llama.cpp's Q4_K_M and Q5_K_M store for most layers). Values past
+ * enum kt_quant, used only inside the bench.
+ */
+#define BENCH_Q4_K_M	((enum kt_quant)100)
+#define BENCH_Q5_K_M	((enum kt_quant)101)
+/* Parse a --method name (opt_quant()'s, "q4_k_m", "q5_k_m"). 0; -EINVAL. */
+int bench_method_parse(const char *s, enum kt_quant *out);
+/* The quantization of gate/up, of down, and the name of a method. */
+enum kt_quant bench_method_quant(enum kt_quant m);
+enum kt_quant bench_method_down(enum kt_quant m);
+const char *bench_method_name(enum kt_quant m);
 uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
 			    enum kt_quant q, uint32_t group_size);
 int bench_plan_layers(const struct bench_cfg *c, enum kt_quant q,

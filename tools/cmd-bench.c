@@ -46,7 +46,8 @@ static void usage(FILE *f)
 "      --experts E       routed experts per layer\n"
 "      --topk K          experts per token (1..16)\n"
 "  -m, --method LIST     int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, comma\n"
-"                        separated (default int8)\n"
+"                        separated (default int8); q4_k_m, q5_k_m: gate/up\n"
+"                        Q4_K or Q5_K with down Q6_K, as GGUF files mix them\n"
 "  -g, --group-size G    INT4 group along K: 32, 64, 128 (default 128)\n"
 "      --src DTYPE       synthetic weights handed to kt: bf16 or f32 (bf16)\n"
 "run:\n"
@@ -157,7 +158,7 @@ static int parse_names(const char *s, void *out, size_t esize,
 
 static int one_quant(const char *s, void *out)
 {
-	return opt_quant(s, out);
+	return bench_method_parse(s, out);
 }
 
 static int one_isa(const char *s, void *out)
@@ -212,7 +213,7 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 					BENCH_MAX_METHODS, one_quant);
 			if (n < 0)
 				return bad("--method", optarg,
-					   "int8, int4, bf16, fp8, q8_0, q4_k, q5_k or q6_k (comma list)");
+					   "int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, q4_k_m or q5_k_m (comma list)");
 			c->n_methods = (unsigned int)n;
 			break;
 		case 'g':
@@ -400,7 +401,8 @@ static int make_model(struct kt_ctx *ctx, const struct bench_cfg *c,
 	d.n_experts = c->experts;
 	d.n_layers = layers;
 	d.src_dtype = c->src_dtype;
-	d.quant = q;
+	d.quant = bench_method_quant(q);
+	d.down_quant = bench_method_down(q);
 	d.group_size = q == KT_QUANT_INT4 ? c->group_size : 0;
 	/* FP8: 0 is its 128x128 scale blocks */
 	d.get_expert = synth_get_expert;
@@ -409,7 +411,7 @@ static int make_model(struct kt_ctx *ctx, const struct bench_cfg *c,
 	synth_destroy(s);
 	if (ret)
 		fprintf(stderr, "kt bench: building the %s model failed: %s\n",
-			kt_quant_name(q), strerror(-ret));
+			bench_method_name(q), strerror(-ret));
 	return ret;
 }
 
@@ -452,7 +454,7 @@ static int run_method(struct kt_ctx *ctx, const struct bench_cfg *c,
 		ret = bench_moe_run(b, c->tokens[i], l, &r);
 		if (ret) {
 			fprintf(stderr, "kt bench: %s, %u tokens: the op failed: %s\n",
-				kt_quant_name(q), c->tokens[i], strerror(-ret));
+				bench_method_name(q), c->tokens[i], strerror(-ret));
 			break;
 		}
 		report_case(&s, &r);

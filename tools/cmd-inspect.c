@@ -43,6 +43,10 @@ static void describe_packed(const char *path, const struct kt_model_info *mi,
 	printf("quantization:  %s", kt_quant_name(mi->quant));
 	if (mi->group_size)
 		printf(" (group %u)", mi->group_size);
+	/* a GGUF Q4_K_M file: gate/up one block type, down another */
+	if (mi->down_quant && mi->down_quant != (uint32_t)mi->quant)
+		printf(", down %s",
+		       kt_quant_name((enum kt_quant)mi->down_quant));
 	printf("\nhidden:        %u\n", mi->hidden);
 	printf("intermediate:  %u per expert\n", mi->inter);
 	printf("experts:       %u per layer\n", mi->n_experts);
@@ -182,6 +186,8 @@ static int cmd_inspect(int argc, char **argv)
 	printf("quantization:  %s", kt_quant_name((enum kt_quant)in.quant));
 	if (in.group_size)
 		printf(" (group %u)", in.group_size);
+	if (in.down_quant && in.down_quant != in.quant)
+		printf(", down %s", kt_quant_name((enum kt_quant)in.down_quant));
 	printf("\nhidden:        %u\n", in.hidden);
 	printf("intermediate:  %u per expert\n", in.inter);
 	printf("experts:       %u per layer%s", in.n_experts, in.top_k ? "" : "\n");

@@ -364,6 +364,9 @@ typedef int (*kt_expert_fn)(void *arg, uint32_t layer, uint32_t expert,
  *	 set bit of layer l leaves that expert of that layer out, as
  *	 @expert_mask does for all layers (an expert is left out when either
  *	 says so).
+ * @down_quant: quantization of down when it differs from @quant (0: the
+ *	same): both must then be GGUF block types (KT_QUANT_Q8_0, _Q4_K,
+ *	_Q5_K, _Q6_K), as a GGUF Q4_K_M file's gate/up Q4_K and down Q6_K.
  * @reserved: must be zero.
  */
 struct kt_model_desc {
@@ -380,7 +383,8 @@ struct kt_model_desc {
 	void *arg;
 	const uint64_t *expert_mask;
 	const uint64_t *layer_masks;
-	uint32_t reserved[6];
+	uint32_t down_quant;
+	uint32_t reserved[5];
 };
 
 /**
@@ -426,7 +430,8 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  *	_INT4, _BF16, _FP8). 0: the checkpoint's own numbers kept as they
  *	are: compressed-tensors INT4 -> INT4 with its group, F8_E4M3 (128x128
  *	block or per-channel scales) -> FP8, BF16/F16/F32 -> BF16. A .ktw or
- *	GGUF file holds one quantization: another nonzero value is refused.
+ *	GGUF file holds its own quantization (of gate/up where down has
+ *	another, kt_model_info.down_quant): another nonzero value is refused.
  * @group_size: with @quant, as kt_convert_opts.group_size (0: 128, or
  *	the checkpoint's own INT4 group).
  * @progress: optional, a checkpoint folder only: called on the calling
@@ -495,6 +500,12 @@ void kt_model_destroy(struct kt_model *m);
 
 /**
  * struct kt_model_info - geometry of a model.
+ * @quant: quantization of gate and up (and of down unless @down_quant
+ *	says otherwise).
+ * @down_quant: quantization of down (enum kt_quant): @quant, or another
+ *	GGUF block type for a file that mixes them (Q4_K_M: gate/up Q4_K,
+ *	down Q6_K; Documentation/formats.md). Was reserved (0) before kt
+ *	filled it.
  */
 struct kt_model_info {
 	uint32_t hidden;
@@ -505,7 +516,8 @@ struct kt_model_info {
 	uint32_t group_size;
 	uint64_t expert_bytes;	/* packed bytes of one expert */
 	uint64_t resident_bytes;	/* packed bytes held in memory */
-	uint32_t reserved[8];
+	uint32_t down_quant;
+	uint32_t reserved[7];
 };
 
 /**

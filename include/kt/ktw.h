@@ -110,6 +110,8 @@ int kt_convert(const struct kt_convert_opts *opts);
  * @data_bytes: bytes of all blobs, padding included.
  * @arch: config.json model_type of the source checkpoint.
  * @hugetlbfs: the file lives on a hugetlbfs mount (a staged copy).
+ * @down_quant: enum kt_quant of the down matrix: @quant, or (a 2.2 file
+ *	converted from a GGUF file that mixes block types) another one.
  */
 struct kt_ktw_info {
 	uint32_t version_major;
@@ -126,7 +128,8 @@ struct kt_ktw_info {
 	uint64_t data_bytes;
 	char arch[KT_KTW_ARCH_LEN];
 	int hugetlbfs;
-	uint32_t reserved[8];
+	int down_quant;
+	uint32_t reserved[7];
 };
 
 /**

@@ -65,7 +65,7 @@ class ModelDesc(ctypes.Structure):
                 ("get_expert", EXPERT_FN), ("arg", c_void_p),
                 ("expert_mask", POINTER(c_uint64)),
                 ("layer_masks", POINTER(c_uint64)),
-                ("reserved", c_uint32 * 6)]
+                ("down_quant", c_uint32), ("reserved", c_uint32 * 5)]
 
 
 class ModelOpts(ctypes.Structure):
@@ -79,7 +79,7 @@ class ModelInfo(ctypes.Structure):
                 ("n_experts", c_uint32), ("n_layers", c_uint32),
                 ("quant", c_int), ("group_size", c_uint32),
                 ("expert_bytes", c_uint64), ("resident_bytes", c_uint64),
-                ("reserved", c_uint32 * 8)]
+                ("down_quant", c_uint32), ("reserved", c_uint32 * 7)]
 
 
 class KtwInfo(ctypes.Structure):
@@ -89,7 +89,8 @@ class KtwInfo(ctypes.Structure):
                 ("group_size", c_uint32), ("top_k", c_uint32),
                 ("expert_bytes", c_uint64), ("file_size", c_uint64),
                 ("data_bytes", c_uint64), ("arch", ctypes.c_char * 32),
-                ("hugetlbfs", c_int), ("reserved", c_uint32 * 8)]
+                ("hugetlbfs", c_int), ("down_quant", c_int),
+                ("reserved", c_uint32 * 7)]
 
 
 class MoeArgs(ctypes.Structure):

@@ -319,6 +319,55 @@ TEST_F(mixed, device_pointers)
  * op, an eviction, teardown): each step gives 0 or a clear -errno, and
  * once everything is destroyed no driver handle is left.
  */
+/* gate/up Q4_K with down Q6_K (a GGUF Q4_K_M file): the device layout
+ * has one type, so the GPU refuses the model by name; the CPU runs it */
+TEST(gate_up_and_down_of_two_types_stay_on_the_cpu)
+{
+	struct kt_ctx_opts o = {
+		.sz = sizeof(o), .threads = 2, .gpu_mask = 1,
+		.spin_us = KT_CTX_SPIN_NONE,
+	};
+	struct tmodel t;
+	struct kt_model_desc d;
+	struct kt_model *m = NULL;
+	struct kt_ctx *ctx;
+	struct stub s;
+
+	if (stub_use(&s, "libcuda-stub.so"))
+		SKIP(return, "stand-in libcuda not built");
+	ASSERT_EQ(kt_ctx_create(&o, &ctx), 0);
+	tm_init(&t, 256, 256, 4, 1, KT_DTYPE_F32, 9);
+	d = (struct kt_model_desc){
+		.sz = sizeof(d), .hidden = 256, .inter = 256,
+		.n_experts = 4, .n_layers = 1, .src_dtype = KT_DTYPE_F32,
+		.quant = KT_QUANT_Q4_K, .down_quant = KT_QUANT_Q6_K,
+		.get_expert = tm_get_expert, .arg = &t,
+	};
+	ASSERT_EQ(kt_model_create(ctx, &d, &m), 0);
+	EXPECT_EQ(kt_model_gpu_upload(m, 0, 1), -EOPNOTSUPP);
+	EXPECT_EQ(kt_model_gpu_resident(m, 0, 1), 0);
+	{
+		struct kt_moe_args a = { .tokens = 3, .top_k = 2,
+					 .x_dtype = KT_DTYPE_F32,
+					 .ids_dtype = KT_DTYPE_I64,
+					 .y_dtype = KT_DTYPE_F32 };
+		float x[3 * 256], w[6] = { 1, 1, 1, 1, 1, 1 }, y[3 * 256];
+		int64_t ids[6] = { 0, 1, 2, 3, 1, 2 };
+		unsigned int i;
+
+		for (i = 0; i < 3 * 256; i++)
+			x[i] = (float)(i % 17) / 17.0f - 0.5f;
+		a.x = x;
+		a.ids = ids;
+		a.w = w;
+		a.y = y;
+		EXPECT_EQ(kt_moe_forward(ctx, m, &a), 0);
+	}
+	kt_model_destroy(m);
+	tm_free(&t);
+	kt_ctx_destroy(ctx);
+}
+
 TEST_TIMEOUT(fail_each_call, 300)
 {
 	long n, calls, failed_steps = 0;

@@ -378,6 +378,103 @@ TEST(node_ranges_partition)
 	}
 }
 
+/*
+ * A mixed layout (gate/up of one GGUF type, down of another) holds each
+ * matrix exactly as the single-type layout of its own type does, at its
+ * own offset: same bytes, same values; the node ranges still partition
+ * the blob. INT8 and friends do not mix.
+ */
+TEST(mixed_down_type)
+{
+	static const enum kt_quant pairs[][2] = {
+		{ KT_QUANT_Q4_K, KT_QUANT_Q6_K }, { KT_QUANT_Q5_K, KT_QUANT_Q6_K },
+		{ KT_QUANT_Q8_0, KT_QUANT_Q6_K }, { KT_QUANT_Q4_K, KT_QUANT_Q8_0 },
+	};
+	const unsigned int Hh = 256, Ii = 512;
+	struct kern_range rg[KERN_PACK_MAX_RANGES];
+	struct kern_pack_layout l, lg, ld;
+	struct tu_rng r = { 3 };
+	float *gate = malloc(sizeof(float) * Hh * Ii);
+	float *down = malloc(sizeof(float) * Hh * Ii);
+	unsigned int pi, n, k, nn, node;
+	size_t i;
+
+	for (i = 0; i < (size_t)Hh * Ii; i++) {
+		gate[i] = (float)(tu_unif(&r) * 2 - 1);
+		down[i] = (float)(tu_unif(&r) * 2 - 1);
+	}
+	EXPECT_EQ(kern_pack_layout_mix(KT_QUANT_INT8, KT_QUANT_Q6_K, Hh, Ii, 0,
+				       &l), -EINVAL);
+	EXPECT_TRUE(l.err != NULL);
+	EXPECT_EQ(kern_pack_layout_mix(KT_QUANT_Q4_K, KT_QUANT_BF16, Hh, Ii,
+				       32, &l), -EINVAL);
+	/* the K-quants need multiples of 256 for down's K too */
+	EXPECT_EQ(kern_pack_layout_mix(KT_QUANT_Q8_0, KT_QUANT_Q6_K, 256, 384,
+				       32, &l), -EINVAL);
+	for (pi = 0; pi < sizeof(pairs) / sizeof(pairs[0]); pi++) {
+		uint8_t *bm, *bg, *bd, *cnt;
+
+		ASSERT_EQ(kern_pack_layout_mix(pairs[pi][0], pairs[pi][1], Hh,
+					       Ii, 32, &l), 0);
+		ASSERT_EQ(kern_pack_layout(pairs[pi][0], Hh, Ii, 32, &lg), 0);
+		ASSERT_EQ(kern_pack_layout(pairs[pi][1], Hh, Ii, 32, &ld), 0);
+		EXPECT_EQ(l.quant, pairs[pi][0]);
+		EXPECT_EQ(l.quant_down, pairs[pi][1]);
+		EXPECT_EQ(l.tiles_bytes[KERN_MAT_UP], lg.tiles_bytes[KERN_MAT_UP]);
+		EXPECT_EQ(l.tiles_bytes[KERN_MAT_DOWN],
+			  ld.tiles_bytes[KERN_MAT_DOWN]);
+		EXPECT_EQ(l.scales_bytes[KERN_MAT_DOWN],
+			  ld.scales_bytes[KERN_MAT_DOWN]);
+		EXPECT_EQ(l.total, 2 * lg.tiles_bytes[0] + ld.tiles_bytes[2] +
+			  2 * lg.scales_bytes[0] + ld.scales_bytes[2]);
+		EXPECT_EQ(l.scales_off[KERN_MAT_GATE],
+			  2 * lg.tiles_bytes[0] + ld.tiles_bytes[2]);
+		bm = calloc(l.total, 1);
+		bg = calloc(lg.total, 1);
+		bd = calloc(ld.total, 1);
+		ASSERT_EQ(kern_pack_matrix(&l, KERN_MAT_GATE, gate, KT_DTYPE_F32,
+					   Hh, bm), 0);
+		ASSERT_EQ(kern_pack_matrix(&l, KERN_MAT_DOWN, down, KT_DTYPE_F32,
+					   Ii, bm), 0);
+		ASSERT_EQ(kern_pack_matrix(&lg, KERN_MAT_GATE, gate,
+					   KT_DTYPE_F32, Hh, bg), 0);
+		ASSERT_EQ(kern_pack_matrix(&ld, KERN_MAT_DOWN, down,
+					   KT_DTYPE_F32, Ii, bd), 0);
+		EXPECT_EQ(memcmp(bm + l.tiles_off[0], bg + lg.tiles_off[0],
+				 lg.tiles_bytes[0]), 0);
+		EXPECT_EQ(memcmp(bm + l.scales_off[0], bg + lg.scales_off[0],
+				 lg.scales_bytes[0]), 0);
+		EXPECT_EQ(memcmp(bm + l.tiles_off[2], bd + ld.tiles_off[2],
+				 ld.tiles_bytes[2]), 0);
+		EXPECT_EQ(memcmp(bm + l.scales_off[2], bd + ld.scales_off[2],
+				 ld.scales_bytes[2]), 0);
+		for (n = 0; n < Hh; n += 37)
+			for (k = 0; k < Ii; k += 13)
+				ASSERT_EQ(kern_pack_get(&l, KERN_MAT_DOWN, bm, n, k),
+					  kern_pack_get(&ld, KERN_MAT_DOWN, bd,
+							n, k));
+		for (nn = 1; nn <= 4; nn++) {
+			cnt = calloc(l.total, 1);
+			for (node = 0; node < nn; node++) {
+				int nr = kern_pack_node_ranges(&l, nn, node, rg);
+
+				for (int j = 0; j < nr; j++)
+					for (i = rg[j].off;
+					     i < rg[j].off + rg[j].len; i++)
+						cnt[i]++;
+			}
+			for (i = 0; i < l.total; i++)
+				ASSERT_EQ(cnt[i], 1);
+			free(cnt);
+		}
+		free(bm);
+		free(bg);
+		free(bd);
+	}
+	free(gate);
+	free(down);
+}
+
 TEST(node_slices)
 {
 	unsigned int i0, i1;

@@ -10,6 +10,7 @@
 #include "kt_test.h"
 #include "crc-ref.h"
 #include "ckpt.h"
+#include "gguf-write.h"
 #include "test-ctx.h"
 #include "loader/ktw-format.h"
 
@@ -168,6 +169,20 @@ TEST_F(ktw, bad_magic_and_version)
 		EXPECT_EQ(kt_ktw_inspect(self->bad, &info, NULL, 0), 0);
 		EXPECT_EQ(info.version_minor, 7u);
 	}
+	/* 2.0 and 2.1 files (one quantization) read as they always did */
+	for (int minor = 0; minor < 2; minor++) {
+		struct kt_ktw_info info;
+		struct kt_model *m = NULL;
+
+		memcpy(img, self->img, self->len);
+		h->version_minor = (uint16_t)minor;
+		reseal(img);
+		write_img(self->bad, img, self->len);
+		EXPECT_EQ(kt_ktw_inspect(self->bad, &info, NULL, 0), 0);
+		EXPECT_EQ(info.down_quant, info.quant);
+		EXPECT_EQ(kt_model_open(self->ctx, self->bad, NULL, &m), 0);
+		kt_model_destroy(m);
+	}
 	/* header damage caught by the header checksum */
 	memcpy(img, self->img, self->len);
 	h->hidden ^= 1u << 8;
@@ -187,7 +202,7 @@ TEST_F(ktw, header_fields_out_of_range)
 	struct ktw_header *h = (struct ktw_header *)img;
 	int i;
 
-	for (i = 0; i < 20; i++) {
+	for (i = 0; i < 24; i++) {
 		memcpy(img, self->img, self->len);
 		switch (i) {
 		case 0: h->n_layers = 0; break;
@@ -209,7 +224,13 @@ TEST_F(ktw, header_fields_out_of_range)
 		case 16: h->data_off = UINT64_MAX & ~4095ull; break;
 		case 17: h->file_size = UINT64_MAX & ~4095ull; break;
 		case 18: h->file_size -= 4096; break;
-		case 19: h->flags = 1; break;
+		case 19: h->flags = 1; break;	/* down quant 0 */
+		case 20: h->flags = 2; break;
+		case 21: h->down_quant = KT_QUANT_Q6_K; break;	/* no flag */
+		case 22: h->flags = KTW_F_DOWN_QUANT;	/* INT8 does not mix */
+			h->down_quant = KT_QUANT_Q6_K; break;
+		case 23: h->flags = KTW_F_DOWN_QUANT;
+			h->down_quant = h->quant; break;
 		}
 		reseal(img);
 		{
@@ -295,6 +316,103 @@ TEST_F(ktw, not_a_file)
 	EXPECT_EQ(kt_ktw_inspect("/nonexistent/x.ktw", &info, NULL, 0), -ENOENT);
 	EXPECT_EQ(kt_model_open(self->ctx, "/nonexistent/x.ktw", NULL, &m), -ENOENT);
 	EXPECT_EQ(kt_model_open(self->ctx, "/dev/null", NULL, &m), -EINVAL);
+}
+
+static int open_img(struct kt_ctx *ctx, const char *path, const uint8_t *img,
+		    size_t len)
+{
+	struct kt_ktw_info info;
+	struct kt_model *m = NULL;
+	int r1, r2;
+
+	write_img(path, img, len);
+	r1 = kt_ktw_inspect(path, &info, NULL, 0);
+	r2 = kt_model_open(ctx, path, NULL, &m);
+	kt_model_destroy(m);
+	return r1 ? r1 : r2;
+}
+
+/*
+ * A .ktw of a GGUF file with gate/up Q4_K and down Q6_K: 2.2 with
+ * KTW_F_DOWN_QUANT, which a 2.0/2.1 reader refuses as an unknown flag
+ * (its check: flags or reserved0 nonzero). Every other way of writing
+ * the down type is refused by this reader.
+ */
+TEST(ktw_down_quant_header)
+{
+	struct gw_cfg c = {
+		.arch = "qwen3moe", .H = 256, .I = 256, .E = 2, .k = 1, .L = 1,
+		.type = GW_Q4_K, .down_type = GW_Q6_K, .seed = 5,
+	};
+	char out[64], bad[64];
+	struct kt_convert_opts co = { .sz = sizeof(co), .output = out,
+				      .layer_last = -1, .threads = 1 };
+	struct gw_tensor t[8];
+	struct kt_ktw_info info;
+	struct kt_model_info mi;
+	struct kt_model *m = NULL;
+	struct ktw_header *h;
+	struct kt_ctx *ctx;
+	struct gw_buf b;
+	uint8_t *img;
+	size_t n, data, len;
+	char *path;
+	FILE *f;
+	int i;
+
+	gw_build(&c, &b, t, &n, &data);
+	path = gw_save(&b);
+	free(b.p);
+	ASSERT_NE(path, NULL);
+	snprintf(out, sizeof(out), "/tmp/kt-mix-%d.ktw", (int)getpid());
+	snprintf(bad, sizeof(bad), "/tmp/kt-mix-%d-bad.ktw", (int)getpid());
+	co.input = path;
+	ASSERT_EQ(kt_convert(&co), 0);
+	unlink(path);
+	free(path);
+	ASSERT_EQ(kt_ktw_inspect(out, &info, NULL, 0), 0);
+	EXPECT_EQ(info.version_minor, 2u);
+	EXPECT_EQ(info.quant, KT_QUANT_Q4_K);
+	EXPECT_EQ(info.down_quant, KT_QUANT_Q6_K);
+	ASSERT_EQ(test_ctx(&ctx), 0);
+	ASSERT_EQ(kt_model_open(ctx, out, NULL, &m), 0);
+	kt_model_get_info(m, &mi);
+	EXPECT_EQ(mi.quant, KT_QUANT_Q4_K);
+	EXPECT_EQ(mi.down_quant, (uint32_t)KT_QUANT_Q6_K);
+	kt_model_destroy(m);
+	f = fopen(out, "rb");
+	ASSERT_TRUE(f != NULL);
+	fseek(f, 0, SEEK_END);
+	len = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	img = malloc(len);
+	ASSERT_EQ(fread(img, 1, len, f), len);
+	fclose(f);
+	unlink(out);
+	h = (struct ktw_header *)img;
+	EXPECT_EQ(h->flags, KTW_F_DOWN_QUANT);
+	EXPECT_EQ(h->down_quant, (uint32_t)KT_QUANT_Q6_K);
+	for (i = 0; i < 6; i++) {
+		struct ktw_header keep = *h;
+
+		switch (i) {
+		case 0: h->flags = 0; break;	/* the field alone */
+		case 1: h->flags = 0; h->down_quant = 0; break;	/* one type */
+		case 2: h->version_minor = 1; break;
+		case 3: h->down_quant = KT_QUANT_Q5_K; break;	/* sizes */
+		case 4: h->down_quant = KT_QUANT_BF16; break;
+		case 5: h->flags |= 1u << 5; break;
+		}
+		reseal(img);
+		EXPECT_EQ(open_img(ctx, bad, img, len), -EINVAL);
+		TH_LOG("case %d: %s", i, kt_last_error());
+		*h = keep;
+	}
+	reseal(img);
+	EXPECT_EQ(open_img(ctx, bad, img, len), 0);
+	unlink(bad);
+	free(img);
+	kt_ctx_destroy(ctx);
 }
 
 TEST_HARNESS_MAIN

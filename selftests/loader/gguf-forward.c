@@ -6,6 +6,8 @@
  * the published block definitions (gguf-write.h), activations quantized
  * as the type's kernels define (Documentation/formats.md). Bound: rel.
  * MAE 1e-3 (only f32 summation order and rare rounding flips differ).
+ * Files that mix block types (Q4_K_M: gate/up Q4_K, down Q6_K) dequantize
+ * each tensor by its own type and quantize the intermediate as down's.
  */
 #include <errno.h>
 #include <math.h>
@@ -61,8 +63,8 @@ static void act_quant(float *x, unsigned int n, enum act_mode mode,
 struct ref {
 	const uint8_t *img;
 	const struct gw_tensor *t;	/* the layer's gate, up, down */
-	uint32_t H, I, E, type;
-	enum act_mode mode;
+	uint32_t H, I, E, type, type_down;
+	enum act_mode mode, mode_down;
 };
 
 /* element (n, k) of expert e of matrix m, as kt must see it */
@@ -72,11 +74,12 @@ static double wget(const struct ref *r, size_t data, int m, uint32_t e,
 	const struct gw_tensor *t = &r->t[m];
 	uint64_t Km = m == 2 ? r->I : r->H, Nm = m == 2 ? r->H : r->I;
 	const uint8_t *d = r->img + data + t->off + t->bytes / r->E * e;
-	double v = gw_get(d, r->type, Km, n, k);
+	uint32_t type = m == 2 ? r->type_down : r->type;
+	double v = gw_get(d, type, Km, n, k);
 
 	(void)Nm;
 	/* F16 and F32 are held as BF16 (a documented rounding) */
-	if (r->type == GW_F16 || r->type == GW_F32)
+	if (type == GW_F16 || type == GW_F32)
 		v = gw_bf2f(gw_f2bf((float)v));
 	return v;
 }
@@ -104,8 +107,9 @@ static void forward_ref(const struct ref *r, size_t data, const float *x,
 				}
 				a[n] = (float)(g / (1 + exp(-g)) * u);
 			}
-			/* the intermediate is quantized per KC = 128 chunk */
-			act_quant(a, r->I, r->mode, 128);
+			/* the intermediate is quantized per KC = 128 chunk,
+			 * as down's type needs it */
+			act_quant(a, r->I, r->mode_down, 128);
 			for (n = 0; n < r->H; n++) {
 				double s = 0;
 
@@ -132,7 +136,9 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 				      .output = out, .layer_last = -1 };
 	struct kt_ctx_opts o = { .sz = sizeof(o), .threads = 2,
 				 .flags = KT_CTX_F_NO_PIN };
-	struct kt_model *mg, *mk;
+	struct kt_model *mg, *mk, *mc;
+	struct kt_model_info mi;
+	struct kt_ktw_info ki;
 	struct kt_ctx *ctx;
 	static float y1[T * 512], y2[T * 512];
 	struct kt_moe_args a = {
@@ -151,13 +157,48 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 	ASSERT_EQ(kt_ctx_create(&o, &ctx), 0);
 	ASSERT_EQ(kt_model_open(ctx, path, NULL, &mg), 0);
 	ASSERT_EQ(kt_model_open(ctx, out, NULL, &mk), 0);
-	unlink(out);
+	ASSERT_EQ(kt_ktw_inspect(out, &ki, NULL, 0), 0);
+	kt_model_get_info(mg, &mi);
+	EXPECT_EQ(ki.quant, (int)mi.quant);
+	EXPECT_EQ(ki.down_quant, (int)mi.down_quant);
+	EXPECT_EQ(ki.expert_bytes, mi.expert_bytes);
 	a.layer = c.L - c.dense - 1;
 	a.y = y1;
 	ASSERT_EQ(kt_moe_forward(ctx, mg, &a), 0);
 	a.y = y2;
 	ASSERT_EQ(kt_moe_forward(ctx, mk, &a), 0);
 	EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
+	/* with a budget of one layer and a slot, through the expert cache
+	 * (its slots sized by the layout, down of its own type too) */
+	if (c.L - c.dense >= 2) {
+		struct kt_model_opts mo = {
+			.sz = sizeof(mo),
+			.budget = (uint64_t)(c.E + 1) *
+				  ((mi.expert_bytes + 4095) / 4096 * 4096),
+		};
+		unsigned int li;
+
+		if (kt_model_open(ctx, out, &mo, &mc))
+			TH_LOG("%s", kt_last_error());
+		ASSERT_EQ(kt_model_open(ctx, out, &mo, &mc), 0);
+		for (li = 0; li < c.L - c.dense; li++) {
+			a.layer = li;
+			a.y = y1;
+			ASSERT_EQ(kt_moe_forward(ctx, mg, &a), 0);
+			a.y = y2;
+			ASSERT_EQ(kt_moe_forward(ctx, mc, &a), 0);
+			EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
+		}
+		{
+			struct kt_cache_stats st;
+
+			ASSERT_EQ(kt_model_cache_stats(mc, &st, false), 0);
+			EXPECT_EQ(st.slots, c.E + 1);
+			EXPECT_GT(st.misses, 0u);
+		}
+		kt_model_destroy(mc);
+	}
+	unlink(out);
 	EXPECT_EQ(kt_model_layer_index(mk, (int32_t)(c.L - 1)),
 		  (int)(c.L - c.dense - 1));
 	kt_model_destroy(mg);
@@ -165,11 +206,16 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 	kt_ctx_destroy(ctx);
 }
 
-static const enum kt_isa isas[] = { KT_ISA_SCALAR, KT_ISA_AVX2,
-				    KT_ISA_AVX512, KT_ISA_AUTO };
+/* every variant (those the CPU lacks are skipped), then the default */
+static const enum kt_isa isas[] = {
+	KT_ISA_SCALAR, KT_ISA_AVX2, KT_ISA_AVX_VNNI, KT_ISA_AVX512,
+	KT_ISA_AMX, KT_ISA_AVX512BW, KT_ISA_AVX512VNNI, KT_ISA_AUTO,
+};
 
-static void run_type(struct kt_test_meta *_metadata, struct gw_cfg c,
-		     enum kt_quant want, enum act_mode mode)
+/* @c.down_type (0: c.type), held as @want_down, activations @mode_down */
+static void run_mixed(struct kt_test_meta *_metadata, struct gw_cfg c,
+		      enum kt_quant want, enum act_mode mode,
+		      enum kt_quant want_down, enum act_mode mode_down)
 {
 	struct gw_tensor t[64];
 	struct gw_buf b;
@@ -209,6 +255,7 @@ static void run_type(struct kt_test_meta *_metadata, struct gw_cfg c,
 		ASSERT_EQ(kt_model_open(ctx, path, NULL, &m), 0);
 		kt_model_get_info(m, &info);
 		EXPECT_EQ(info.quant, want);
+		EXPECT_EQ(info.down_quant, (uint32_t)want_down);
 		EXPECT_EQ(info.hidden, c.H);
 		EXPECT_EQ(info.inter, c.I);
 		EXPECT_EQ(info.n_layers, c.L - c.dense);
@@ -221,7 +268,8 @@ static void run_type(struct kt_test_meta *_metadata, struct gw_cfg c,
 				.y_dtype = KT_DTYPE_F32,
 			};
 			struct ref r = { b.p, &t[3 * li], c.H, c.I, c.E,
-					 c.type, mode };
+					 c.type, c.down_type ? c.down_type :
+					 c.type, mode, mode_down };
 
 			EXPECT_EQ(kt_model_layer_index(m, (int32_t)(c.dense +
 							      li)), (int)li);
@@ -232,10 +280,10 @@ static void run_type(struct kt_test_meta *_metadata, struct gw_cfg c,
 				num += fabs(y[n] - ref[n]);
 				den += fabs(ref[n]);
 			}
-			TH_LOG("%s %s layer %u: rel. MAE %.2e (bound %.0e)",
+			TH_LOG("%s %s down %s layer %u: rel. MAE %.2e (bound %.0e)",
 			       kt_isa_name(kt_ctx_isa(ctx)),
-			       kt_quant_name(want), c.dense + li, num / den,
-			       TOL);
+			       kt_quant_name(want), kt_quant_name(want_down),
+			       c.dense + li, num / den, TOL);
 			EXPECT_LT(num / den, TOL);
 			EXPECT_GT(den, 0);
 		}
@@ -248,6 +296,12 @@ static void run_type(struct kt_test_meta *_metadata, struct gw_cfg c,
 	unlink(path);
 	free(path);
 	free(b.p);
+}
+
+static void run_type(struct kt_test_meta *_metadata, struct gw_cfg c,
+		     enum kt_quant want, enum act_mode mode)
+{
+	run_mixed(_metadata, c, want, mode, want, mode);
 }
 
 static const struct gw_cfg base = {
@@ -330,6 +384,58 @@ TEST(f16_and_f32_as_bf16_qwen2moe)
 	c.type = GW_F32;
 	c.version = 2;
 	run_type(_metadata, c, KT_QUANT_BF16, ACT_BF16);
+}
+
+/* Q4_K_M as most files store it: gate/up Q4_K, down Q6_K */
+TEST(q4_k_m_gate_up_q4_k_down_q6_k)
+{
+	struct gw_cfg c = base;
+
+	c.type = GW_Q4_K;
+	c.down_type = GW_Q6_K;
+	c.H = 512;
+	c.I = 256;
+	c.L = 2;
+	run_mixed(_metadata, c, KT_QUANT_Q4_K, ACT_Q8_K, KT_QUANT_Q6_K,
+		  ACT_Q8_K);
+}
+
+/* Q5_K_M: gate/up Q5_K, down Q6_K */
+TEST(q5_k_m_gate_up_q5_k_down_q6_k)
+{
+	struct gw_cfg c = base;
+
+	c.arch = "qwen2moe";
+	c.type = GW_Q5_K;
+	c.down_type = GW_Q6_K;
+	c.I = 512;
+	run_mixed(_metadata, c, KT_QUANT_Q5_K, ACT_Q8_K, KT_QUANT_Q6_K,
+		  ACT_Q8_K);
+}
+
+/* different activation rules: Q8_0's per 32 for x, Q8_K's for down */
+TEST(gate_up_q8_0_down_q6_k)
+{
+	struct gw_cfg c = base;
+
+	c.type = GW_Q8_0;
+	c.down_type = GW_Q6_K;
+	c.I = 256;
+	run_mixed(_metadata, c, KT_QUANT_Q8_0, ACT_Q8_0, KT_QUANT_Q6_K,
+		  ACT_Q8_K);
+}
+
+/* and the other way round: the intermediate per 32 with f16 scales */
+TEST(gate_up_q4_k_down_q8_0)
+{
+	struct gw_cfg c = base;
+
+	c.type = GW_Q4_K;
+	c.down_type = GW_Q8_0;
+	c.I = 256;
+	c.L = 2;
+	run_mixed(_metadata, c, KT_QUANT_Q4_K, ACT_Q8_K, KT_QUANT_Q8_0,
+		  ACT_Q8_0);
 }
 
 TEST_HARNESS_MAIN

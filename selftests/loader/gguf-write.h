@@ -35,6 +35,8 @@ struct gw_cfg {
 	uint32_t H, I, E, k, L, dense;
 	uint32_t type;		/* of every expert tensor */
 	uint32_t down_type;	/* 0: type (a mixed file otherwise) */
+	uint32_t down_type_last;	/* 0: down_type; else down of the
+					 * last layer (types vary by layer) */
 	uint32_t alignment;	/* 0: no general.alignment key (32) */
 	uint64_t seed;
 	enum gw_bad bad;
@@ -380,7 +382,9 @@ static inline void gw_build(const struct gw_cfg *c, struct gw_buf *b,
 			t[n].ne[0] = i == 2 ? c->I : c->H;
 			t[n].ne[1] = i == 2 ? c->H : c->I;
 			t[n].ne[2] = c->E;
-			t[n].type = i == 2 && c->down_type ? c->down_type :
+			t[n].type = i == 2 && c->down_type_last &&
+				    l == c->L - 1 ? c->down_type_last :
+				    i == 2 && c->down_type ? c->down_type :
 				    c->type;
 		}
 	}

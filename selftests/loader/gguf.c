@@ -193,11 +193,26 @@ TEST(model_refusals_name_the_reason)
 	c.I = 256;		/* a whole super-block along K of down */
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
 	EXPECT_NE(strstr(kt_last_error(), "Q2_K"), NULL);
+	/* Q4_0 is kt's INT4: it does not mix with a GGUF block type */
 	c = small;
 	c.down_type = GW_Q4_0;
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
 	TH_LOG("%s", kt_last_error());
-	EXPECT_NE(strstr(kt_last_error(), "one quantization"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "Q4_0"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "blk.0.ffn_gate_exps.weight"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "only among Q8_0, Q4_K"), NULL);
+	/* down Q6_K in layer 0, Q4_K in the last: types that vary by layer */
+	c = small;
+	c.H = 256;
+	c.I = 256;
+	c.type = GW_Q4_K;
+	c.down_type = GW_Q6_K;
+	c.down_type_last = GW_Q4_K;
+	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
+	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), "blk.1.ffn_down_exps.weight is Q4_K"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "blk.0.ffn_down_exps.weight is Q6_K"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "vary by layer"), NULL);
 	/* a Q6_K super-block scale (its last 2 bytes) that is a NaN */
 	{
 		struct gw_tensor t[16];
@@ -220,15 +235,16 @@ TEST(model_refusals_name_the_reason)
 		unlink(path);
 		free(path);
 	}
-	/* Q4_K_M's usual mix: gate/up Q4_K, down Q6_K */
+	/* a mix with a float type: BF16 gate/up, Q6_K down */
 	c = small;
 	c.H = 256;
 	c.I = 256;
-	c.type = GW_Q4_K;
+	c.type = GW_BF16;
 	c.down_type = GW_Q6_K;
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
-	EXPECT_NE(strstr(kt_last_error(), "Q6_K"), NULL);
-	EXPECT_NE(strstr(kt_last_error(), "one quantization"), NULL);
+	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), "ffn_down_exps.weight is Q6_K"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "BF16"), NULL);
 	c = small;
 	c.arch = "gpt-oss";
 	c.H = 2880;

@@ -288,6 +288,34 @@ TEST(bench_forced_scalar_and_forward)
 	kt_run_free(&r);
 }
 
+/*
+ * -m q4_k_m: gate/up Q4_K, down Q6_K, its blob sized by packed-layout.md
+ * (per 256 x 256 matrix: Q4_K 32768 + 2048 + 4096, Q6_K 49152 + 1024 +
+ * 4096 bytes) and its roofline against those bytes.
+ */
+TEST(bench_gguf_mix_method)
+{
+	json_t *objs[4];
+	struct kt_run r;
+	size_t n;
+
+	RUN_KT(&r, "bench", "--json", "--hidden", "256", "--inter", "256",
+	       "--experts", "4", "--topk", "2", "--layers", "2", "--warmup",
+	       "1", "--bw-size", "16M", "--limit-ms", "20", "--tokens", "1",
+	       "--iters", "2", "--method", "q4_k_m", "--threads", "1");
+	ASSERT_RAN(&r);
+	n = parse_lines(_metadata, r.out, objs, 4);
+	ASSERT_EQ(n, 2);
+	EXPECT_EQ(strcmp(json_string_value(json_object_get(objs[1], "method")),
+			 "q4_k_m"), 0);
+	EXPECT_EQ(json_integer_value(json_object_get(objs[1], "expert_bytes")),
+		  2 * (32768 + 2048 + 4096) + 49152 + 1024 + 4096);
+	EXPECT_GT(num(objs[1], "roofline"), 0);
+	json_decref(objs[0]);
+	json_decref(objs[1]);
+	kt_run_free(&r);
+}
+
 TEST(bench_rejects_bad_options)
 {
 	static const char *const bad[][3] = {
