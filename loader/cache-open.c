@@ -74,8 +74,8 @@ int ldr_cache_attach(struct kt_ctx *ctx, const struct ldr_ktw *k,
 	d.io_depth = o->io_depth;
 	d.prefetch_next = o->prefetch_next;
 	d.halflife = o->halflife;
-	ret = kern_pack_layout(m->quant, m->hidden, m->inter, m->group_size,
-			       &l);
+	ret = kern_pack_layout_mix(m->quant, m->down_quant, m->hidden,
+				   m->inter, m->group_size, &l);
 	if (ret) {
 		ldr_err(ret, "%s: no packed layout for this geometry", k->path);
 		goto out;
