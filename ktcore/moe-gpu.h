@@ -60,6 +60,21 @@ int core_gpu_pack_expert(const struct kt_model *m,
 			 const struct gpu_layout *gl, uint8_t *dst);
 
 /*
+ * Free (@layer, @expert)'s GPU copy, also of an expert without a host copy
+ * (kt_model_gpu_evict() refuses those): for the residency backend, which
+ * checks itself. 0; -ENOENT not resident; -EINVAL; -ENODEV.
+ */
+int core_gpu_evict(struct kt_model *m, uint32_t layer, uint32_t expert);
+
+/*
+ * kt_model_open() with KT_MODEL_F_GPU_UPLOAD: upload every expert of @m
+ * without a host copy (the ones its masks left out) from its file, then
+ * attach the residency table with them as the initial GPU set. 0 or the
+ * first -errno (logged); what was uploaded is freed with the model.
+ */
+int core_gpu_upload_absent(struct kt_model *m);
+
+/*
  * Serve @m's residency table (kt_model_place()) with the context's GPU,
  * once. 0 (also when @m has a table); -ENODEV no GPU; -ENOMEM.
  */
