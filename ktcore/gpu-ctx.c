@@ -245,6 +245,11 @@ int core_gpu_upload_absent(struct kt_model *m)
 	uint32_t l, e, n = 0;
 	int ret;
 
+	if (!m->ctx->gpu) {
+		core_log(m->ctx, KT_LOG_ERROR,
+			 "KT_MODEL_F_GPU_UPLOAD: the context has no GPU (kt_ctx_opts.gpu_mask)");
+		return -ENODEV;
+	}
 	for (l = 0; l < m->n_layers; l++)
 		for (e = 0; e < m->n_experts; e++) {
 			if (core_model_expert(m, l, e)->present)
