@@ -152,7 +152,9 @@ void gpu_table_destroy(struct gpu_table *t);
 /*
  * gpu_table_upload() - copy one expert in the device layout (@host,
  *	@t->lay.total bytes) to the device and make it resident. Replaces a
- *	resident copy (evicting it first).
+ *	resident copy in place: ops that hold the old copy finish on it
+ *	(the call waits for them), later ones get the new one; the expert
+ *	is never absent in between.
  * Context: any thread; blocks for the copy. Serialised with evictions.
  * Return: 0; -EINVAL out of range; -errno of the driver (-ENOMEM).
  */

@@ -150,8 +150,20 @@ int gpu_table_upload(struct gpu_table *t, uint32_t layer, uint32_t expert,
 		gpu_check(t->d, t->d->cu.mem_free(p), "cuMemFree");
 		goto out;
 	}
-	if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == GPU_SLOT_RESIDENT)
-		slot_drop(t, layer, s, true);
+	if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == GPU_SLOT_RESIDENT) {
+		/* replaced in place, never absent in between: the GPU copy
+		 * may be the only one (an expert masked at load) */
+		CUdeviceptr old = s->base;
+
+		/* seq_cst pairs with gpu_table_get(): an op either holds a
+		 * ref seen below, or loads the new base */
+		__atomic_store_n(&s->base, p, __ATOMIC_SEQ_CST);
+		while (__atomic_load_n(&s->refs, __ATOMIC_SEQ_CST))
+			sched_yield();
+		gpu_check(t->d, t->d->cu.mem_free(old), "cuMemFree");
+		__atomic_fetch_add(&t->generation, 1, __ATOMIC_RELAXED);
+		goto out;
+	}
 	s->base = p;
 	t->bytes += t->lay.total;
 	__atomic_fetch_add(&t->layer_count[layer], 1, __ATOMIC_RELAXED);
@@ -213,7 +225,8 @@ int gpu_table_get(struct gpu_table *t, uint32_t layer, uint32_t expert,
 		__atomic_fetch_sub(&s->refs, 1, __ATOMIC_RELEASE);
 		return -ENOENT;
 	}
-	*base = s->base;
+	/* seq_cst: pairs with a replacing gpu_table_upload() */
+	*base = __atomic_load_n(&s->base, __ATOMIC_SEQ_CST);
 	return 0;
 }
 
