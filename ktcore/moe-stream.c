@@ -109,7 +109,7 @@ static int cpu_part(struct kt_ctx *ctx, void *arg)
 	sub.moe.y_dtype = KT_DTYPE_F32;
 	sub.moe.flags = 0;
 	sub.moe.skip_mask = s->st.skip;
-	return core_moe_op(ctx, &sub);
+	return core_moe_cpu_part(ctx, &sub);
 }
 
 static void *stream_thread(void *arg)
