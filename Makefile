@@ -232,6 +232,7 @@ $(obj)/%.cxxflags: FORCE
 GPU_STUBS := $(obj)/selftests/gpu/libcuda-stub.so \
 	$(obj)/selftests/gpu/libcuda-stub-old.so
 $(filter $(obj)/selftests/gpu/%,$(TEST_BINS)): $(GPU_STUBS)
+$(obj)/selftests/place/hostless: $(GPU_STUBS)
 $(obj)/selftests/gpu/libcuda-stub.so: selftests/gpu/stub/cuda-stub.c gpu/cu.h \
 		gpu/ffn-abi.h gpu/layout.h
 	@mkdir -p $(@D)
