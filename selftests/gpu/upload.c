@@ -18,6 +18,7 @@
 #include "gpu/gpu.h"
 #include "loader/ktw-format.h"
 #include "stub.h"
+#include "../loader/ckpt.h"
 
 #define H 128
 #define I 256
@@ -345,6 +346,34 @@ TEST_F(up, mapped_file)
 	same_ops(_metadata, v, full, m);
 	kt_model_destroy(m);
 	kt_model_destroy(full);
+}
+
+/* A checkpoint folder is packed at load: nothing to upload from. */
+TEST_F(up, folder_has_no_blobs)
+{
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 4, 2, 2, 1, 23);
+	struct env *v = &self->v;
+	uint64_t lm[2] = { 0x2, 0 };
+	struct kt_model_opts o = { .sz = sizeof(o), .quant = variant->q,
+				   .layer_masks = lm,
+				   .flags = KT_MODEL_F_GPU_UPLOAD };
+	struct kt_model *m = NULL;
+	char dir[96];
+
+	snprintf(dir, sizeof(dir), "%s/ckpt", v->dir);
+	ASSERT_EQ(tck_write(&c, dir), 0);
+	EXPECT_EQ(kt_model_open(v->ctx, dir, &o, &m), -EOPNOTSUPP);
+	EXPECT_EQ(m, NULL);
+	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), "kt convert"), NULL);
+	o.flags = 0;
+	ASSERT_EQ(kt_model_open(v->ctx, dir, &o, &m), 0);
+	EXPECT_EQ(kt_model_gpu_upload(m, 0, 1), -EOPNOTSUPP);
+	EXPECT_NE(strstr(kt_last_error(), "kt convert"), NULL);
+	EXPECT_EQ(kt_model_gpu_upload(m, 0, 2), 0);
+	kt_model_destroy(m);
+	tck_free(&c);
+	tck_rmdir(dir);
 }
 
 TEST(refused_without_gpu)
