@@ -44,6 +44,14 @@ struct core_gpu {
 	struct core_gpu_stream *strm;	/* stream-ordered ops (moe-stream.c) */
 };
 
+/*
+ * kt_model_destroy(), first: stream-ordered ops of @m still in flight end
+ * here. One submitted and not synced is a misuse (kt: misuse:, aborts in
+ * a KT_DEBUG build; else logged, the stream synchronised, the op finished
+ * without its y); ops past their sync are waited for on their stream.
+ */
+void core_gpu_stream_model_gone(struct kt_model *m);
+
 /* kt_ctx_destroy(): stop the stream helper, free its buffers. */
 void core_gpu_stream_free(struct kt_ctx *ctx);
 
