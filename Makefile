@@ -198,6 +198,7 @@ $(KT_BIN): $(TOOL_OBJS) $(LIBKT_A)
 	$(Q)$(CC) $(KT_LDFLAGS) -pthread -o $@ $(TOOL_OBJS) $(LIBKT_A) $(LIBS)
 
 $(LIBKT_TEST): $(TEST_OBJS)
+	@mkdir -p $(@D)
 	$(quiet) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $(TEST_OBJS)
 
