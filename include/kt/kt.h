@@ -502,6 +502,14 @@ int kt_model_open(struct kt_ctx *ctx, const char *path,
 /**
  * kt_model_destroy() - free a model; no op of it may be in flight.
  * @m: model, may be NULL.
+ *
+ * A ring op still running is waited for (logged as a misuse); stream-
+ * ordered ops (kt_moe_stream_submit()) past their kt_moe_stream_sync() are
+ * waited for on their stream; one submitted and not synced is a misuse:
+ * logged, its stream synchronised and the op finished without writing
+ * its y. A KT_DEBUG build aborts on either misuse
+ * (Documentation/debugging.md).
+ * Context: any thread but a worker; may block.
  */
 void kt_model_destroy(struct kt_model *m);
 
