@@ -198,6 +198,7 @@ $(KT_BIN): $(TOOL_OBJS) $(LIBKT_A)
 	$(Q)$(CC) $(KT_LDFLAGS) -pthread -o $@ $(TOOL_OBJS) $(LIBKT_A) $(LIBS)
 
 $(LIBKT_TEST): $(TEST_OBJS)
+	@mkdir -p $(@D)
 	$(quiet) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $(TEST_OBJS)
 
@@ -232,6 +233,7 @@ $(obj)/%.cxxflags: FORCE
 GPU_STUBS := $(obj)/selftests/gpu/libcuda-stub.so \
 	$(obj)/selftests/gpu/libcuda-stub-old.so
 $(filter $(obj)/selftests/gpu/%,$(TEST_BINS)): $(GPU_STUBS)
+$(obj)/selftests/place/hostless: $(GPU_STUBS)
 $(obj)/selftests/gpu/libcuda-stub.so: selftests/gpu/stub/cuda-stub.c gpu/cu.h \
 		gpu/ffn-abi.h gpu/layout.h
 	@mkdir -p $(@D)

@@ -136,6 +136,11 @@ struct gpu_table {
 	uint64_t bytes;			/* device bytes held */
 	uint32_t generation;		/* bumped by every upload/evict */
 	pthread_mutex_t lock;		/* upload/evict */
+	/* upload staging: page-aligned host memory registered with the
+	 * driver once (copies from it are DMA), grown, never per expert */
+	pthread_mutex_t stage_lock;	/* held from gpu_table_stage() on */
+	uint8_t *stage;
+	size_t stage_bytes;
 };
 
 int gpu_table_create(struct gpu_dev *d, const struct gpu_layout *lay,
@@ -147,7 +152,9 @@ void gpu_table_destroy(struct gpu_table *t);
 /*
  * gpu_table_upload() - copy one expert in the device layout (@host,
  *	@t->lay.total bytes) to the device and make it resident. Replaces a
- *	resident copy (evicting it first).
+ *	resident copy in place: ops that hold the old copy finish on it
+ *	(the call waits for them), later ones get the new one; the expert
+ *	is never absent in between.
  * Context: any thread; blocks for the copy. Serialised with evictions.
  * Return: 0; -EINVAL out of range; -errno of the driver (-ENOMEM).
  */
@@ -160,6 +167,19 @@ int gpu_table_upload(struct gpu_table *t, uint32_t layer, uint32_t expert,
  * Return: 0; -ENOENT not resident; -EINVAL out of range.
  */
 int gpu_table_evict(struct gpu_table *t, uint32_t layer, uint32_t expert);
+
+/*
+ * gpu_table_stage() - take the table's upload staging, at least @bytes of
+ *	4 KiB-aligned host memory registered with the driver (grown once
+ *	when too small, kept until the table goes), for one expert's source
+ *	and device-layout bytes. Held until gpu_table_unstage(): uploads
+ *	through it are serialised.
+ * Context: any thread; may block for the driver.
+ * Return: 0 (*@buf set, staging held); -ENOMEM; -errno of the driver
+ *	   (logged); nothing held on an error.
+ */
+int gpu_table_stage(struct gpu_table *t, size_t bytes, uint8_t **buf);
+void gpu_table_unstage(struct gpu_table *t);
 
 /* Resident now (a snapshot). */
 bool gpu_table_resident(const struct gpu_table *t, uint32_t layer,

@@ -36,8 +36,68 @@ int gpu_table_create(struct gpu_dev *d, const struct gpu_layout *lay,
 	t->n_layers = n_layers;
 	t->n_experts = n_experts;
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_mutex_init(&t->stage_lock, NULL);
 	*out = t;
 	return 0;
+}
+
+/* Under stage_lock, the context current: unregister and free. */
+static void stage_free(struct gpu_table *t)
+{
+	if (!t->stage)
+		return;
+	gpu_check(t->d, t->d->cu.mem_host_unregister(t->stage),
+		  "cuMemHostUnregister (upload staging)");
+	free(t->stage);
+	t->stage = NULL;
+	t->stage_bytes = 0;
+}
+
+int gpu_table_stage(struct gpu_table *t, size_t bytes, uint8_t **buf)
+{
+	void *p;
+	int ret;
+
+	*buf = NULL;
+	bytes = (bytes + 4095) & ~(size_t)4095;
+	pthread_mutex_lock(&t->stage_lock);
+	if (t->stage_bytes >= bytes) {
+		*buf = t->stage;
+		return 0;
+	}
+	ret = gpu_dev_push(t->d);
+	if (ret)
+		goto err;
+	stage_free(t);
+	/* 4 KiB aligned: a blob is read into it with O_DIRECT */
+	if (posix_memalign(&p, 4096, bytes)) {
+		ret = -ENOMEM;
+		if (t->d->log)
+			t->d->log(t->d->log_arg, KT_LOG_ERROR,
+				  "gpu: no host memory for the upload staging");
+		goto err_pop;
+	}
+	ret = gpu_check(t->d, t->d->cu.mem_host_register(p, bytes, 0),
+			"cuMemHostRegister (upload staging)");
+	if (ret) {
+		free(p);
+		goto err_pop;
+	}
+	gpu_dev_pop(t->d);
+	t->stage = p;
+	t->stage_bytes = bytes;
+	*buf = p;
+	return 0;
+err_pop:
+	gpu_dev_pop(t->d);
+err:
+	pthread_mutex_unlock(&t->stage_lock);
+	return ret;
+}
+
+void gpu_table_unstage(struct gpu_table *t)
+{
+	pthread_mutex_unlock(&t->stage_lock);
 }
 
 static struct gpu_slot *slot_of(const struct gpu_table *t, uint32_t layer,
@@ -90,8 +150,20 @@ int gpu_table_upload(struct gpu_table *t, uint32_t layer, uint32_t expert,
 		gpu_check(t->d, t->d->cu.mem_free(p), "cuMemFree");
 		goto out;
 	}
-	if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == GPU_SLOT_RESIDENT)
-		slot_drop(t, layer, s, true);
+	if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == GPU_SLOT_RESIDENT) {
+		/* replaced in place, never absent in between: the GPU copy
+		 * may be the only one (an expert masked at load) */
+		CUdeviceptr old = s->base;
+
+		/* seq_cst pairs with gpu_table_get(): an op either holds a
+		 * ref seen below, or loads the new base */
+		__atomic_store_n(&s->base, p, __ATOMIC_SEQ_CST);
+		while (__atomic_load_n(&s->refs, __ATOMIC_SEQ_CST))
+			sched_yield();
+		gpu_check(t->d, t->d->cu.mem_free(old), "cuMemFree");
+		__atomic_fetch_add(&t->generation, 1, __ATOMIC_RELAXED);
+		goto out;
+	}
 	s->base = p;
 	t->bytes += t->lay.total;
 	__atomic_fetch_add(&t->layer_count[layer], 1, __ATOMIC_RELAXED);
@@ -153,7 +225,8 @@ int gpu_table_get(struct gpu_table *t, uint32_t layer, uint32_t expert,
 		__atomic_fetch_sub(&s->refs, 1, __ATOMIC_RELEASE);
 		return -ENOENT;
 	}
-	*base = s->base;
+	/* seq_cst: pairs with a replacing gpu_table_upload() */
+	*base = __atomic_load_n(&s->base, __ATOMIC_SEQ_CST);
 	return 0;
 }
 
@@ -183,9 +256,11 @@ void gpu_table_destroy(struct gpu_table *t)
 			if (s->state == GPU_SLOT_RESIDENT)
 				slot_drop(t, l, s, false);
 		}
+	stage_free(t);
 	if (pushed)
 		gpu_dev_pop(t->d);
 	pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->stage_lock);
 	free(t->slots);
 	free(t->layer_count);
 	free(t);

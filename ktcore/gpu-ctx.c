@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/pack.h"
 #include "ktcore/ctx.h"
 #include "ktcore/moe-gpu.h"
 
@@ -152,7 +153,11 @@ KT_EXPORT int kt_model_gpu_upload(struct kt_model *m, uint32_t layer,
 				  uint32_t expert)
 {
 	const struct core_expert *ex;
+	struct core_expert blob_ex;
+	struct kern_pack_layout pl;
 	struct gpu_table *t;
+	size_t src_bytes = 0;
+	bool from_host;
 	uint8_t *buf;
 	int ret;
 
@@ -162,25 +167,45 @@ KT_EXPORT int kt_model_gpu_upload(struct kt_model *m, uint32_t layer,
 	if (ret)
 		return ret;
 	ex = core_model_expert(m, layer, expert);
-	/* a model whose experts are cached slots has no stable host copy */
-	if (!ex->present || m->cache) {
+	/* a model whose experts are cached slots has no stable host copy:
+	 * its experts come from the file as masked ones do */
+	from_host = ex->present && !m->cache;
+	if (!from_host && !m->blob_read) {
 		core_log(m->ctx, KT_LOG_ERROR,
-			 "gpu: expert %u of layer %u is not in host memory",
+			 "gpu: expert %u of layer %u is not in host memory and the model has no file to read it from",
 			 expert, layer);
 		return -ENOENT;
 	}
-	buf = malloc(t->lay.total);
-	if (!buf)
-		return -ENOMEM;
-	ret = core_gpu_pack_expert(m, ex, &t->lay, buf);
+	if (!from_host)
+		src_bytes = m->blob_stride;
+	/* one staging per model, registered once: [blob][device layout] */
+	ret = gpu_table_stage(t, src_bytes + t->lay.total, &buf);
+	if (ret)
+		return ret;
+	if (!from_host) {
+		ret = m->blob_read(m, layer, expert, buf);
+		if (ret)
+			goto out;
+		if (kern_pack_layout(m->quant, m->hidden, m->inter,
+				     m->group_size, &pl)) {
+			ret = -EINVAL;
+			goto out;
+		}
+		kern_pack_mat(&pl, KERN_MAT_GATE, buf, &blob_ex.gate);
+		kern_pack_mat(&pl, KERN_MAT_UP, buf, &blob_ex.up);
+		kern_pack_mat(&pl, KERN_MAT_DOWN, buf, &blob_ex.down);
+		blob_ex.present = true;
+		ex = &blob_ex;
+	}
+	ret = core_gpu_pack_expert(m, ex, &t->lay, buf + src_bytes);
 	if (!ret)
-		ret = gpu_table_upload(t, layer, expert, buf);
-	free(buf);
+		ret = gpu_table_upload(t, layer, expert, buf + src_bytes);
+out:
+	gpu_table_unstage(t);
 	return ret;
 }
 
-KT_EXPORT int kt_model_gpu_evict(struct kt_model *m, uint32_t layer,
-				 uint32_t expert)
+int core_gpu_evict(struct kt_model *m, uint32_t layer, uint32_t expert)
 {
 	struct gpu_table *t;
 
@@ -194,6 +219,22 @@ KT_EXPORT int kt_model_gpu_evict(struct kt_model *m, uint32_t layer,
 	return gpu_table_evict(t, layer, expert);
 }
 
+KT_EXPORT int kt_model_gpu_evict(struct kt_model *m, uint32_t layer,
+				 uint32_t expert)
+{
+	if (!m || layer >= m->n_layers || expert >= m->n_experts)
+		return -EINVAL;
+	/* the GPU copy is the only one: nothing could compute it after */
+	if (!core_model_expert(m, layer, expert)->present &&
+	    kt_model_gpu_resident(m, layer, expert) == 1) {
+		core_log(m->ctx, KT_LOG_ERROR,
+			 "kt_model_gpu_evict: layer %u expert %u has no host copy and cannot leave the GPU",
+			 layer, expert);
+		return -EINVAL;
+	}
+	return core_gpu_evict(m, layer, expert);
+}
+
 KT_EXPORT int kt_model_gpu_resident(const struct kt_model *m, uint32_t layer,
 				    uint32_t expert)
 {
@@ -203,6 +244,36 @@ KT_EXPORT int kt_model_gpu_resident(const struct kt_model *m, uint32_t layer,
 		return -EINVAL;
 	t = __atomic_load_n(&m->gpu, __ATOMIC_ACQUIRE);
 	return t && gpu_table_resident(t, layer, expert);
+}
+
+int core_gpu_upload_absent(struct kt_model *m)
+{
+	uint32_t l, e, n = 0;
+	int ret;
+
+	if (!m->ctx->gpu) {
+		core_log(m->ctx, KT_LOG_ERROR,
+			 "KT_MODEL_F_GPU_UPLOAD: the context has no GPU (kt_ctx_opts.gpu_mask)");
+		return -ENODEV;
+	}
+	for (l = 0; l < m->n_layers; l++)
+		for (e = 0; e < m->n_experts; e++) {
+			if (core_model_expert(m, l, e)->present)
+				continue;
+			ret = kt_model_gpu_upload(m, l, e);
+			if (ret)
+				return ret;
+			n++;
+		}
+	/* the residency table starts from what is on the GPU now, so
+	 * kt_model_place() moves from here */
+	ret = core_gpu_place_attach(m);
+	if (ret)
+		return ret;
+	core_log(m->ctx, KT_LOG_INFO,
+		 "gpu: %u experts uploaded from the file, not kept in host memory",
+		 n);
+	return 0;
 }
 
 void core_gpu_model_free(struct kt_model *m)

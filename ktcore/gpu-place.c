@@ -20,7 +20,9 @@ static int upload(void *arg, uint32_t layer, uint32_t expert)
 
 static int evict(void *arg, uint32_t layer, uint32_t expert)
 {
-	int ret = kt_model_gpu_evict(arg, layer, expert);
+	/* residency.c lets only experts the host has leave the GPU, and
+	 * unwinds uploads of a failed placement (those may have none) */
+	int ret = core_gpu_evict(arg, layer, expert);
 
 	return ret == -ENOENT ? 0 : ret;	/* evicted by hand meanwhile */
 }

@@ -47,6 +47,17 @@ struct kt_model {
 	/* whoever built the model frees its memory here */
 	void (*release)(struct kt_model *m);
 	void *priv;
+	/*
+	 * Read expert (@layer, @expert)'s packed blob, checked, from where
+	 * the model came from (loader/: the .ktw file or its mapping) into
+	 * @dst, 4 KiB aligned, @blob_stride bytes: the GPU upload of an
+	 * expert without a host copy. 0 or -errno, logged. Callers
+	 * serialise the calls (the upload staging). NULL: nowhere to read
+	 * from (kt_model_create()).
+	 */
+	int (*blob_read)(const struct kt_model *m, uint32_t layer,
+			 uint32_t expert, uint8_t *dst);
+	uint64_t blob_stride;	/* a multiple of 4096 */
 	/* experts on the context's GPU (gpu/gpu.h); NULL until the first
 	 * upload */
 	struct gpu_table *gpu;

@@ -394,7 +394,7 @@ static int run_chunk(struct core_gpu_op *o, uint32_t t0, uint32_t tc)
 			sub.moe.y_dtype = KT_DTYPE_F32;
 			sub.moe.flags &= ~KT_MOE_F_ACCUMULATE;
 		}
-		ret = core_moe_op(o->ctx, &sub);
+		ret = core_moe_cpu_part(o->ctx, &sub);
 	} else {
 		/* no CPU part to count the chunk's routes (placement reads
 		 * the heat of the GPU's experts too) */
@@ -468,9 +468,11 @@ int core_moe_gpu_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 
 	if (m && m->ctx == ctx && a->layer < m->n_layers)
 		t = __atomic_load_n(&m->gpu, __ATOMIC_ACQUIRE);
-	if (!dev_mode && (!ctx->gpu || !t ||
-			  !gpu_table_layer_count(t, a->layer)))
+	if (!dev_mode && (!ctx->gpu || !t))
 		return core_moe_op(ctx, sqe);
+	/* the device table alone says what is on the GPU (moe.h) */
+	if (!dev_mode && !gpu_table_layer_count(t, a->layer))
+		return core_moe_cpu_part(ctx, sqe);
 	if (!ctx->gpu) {
 		core_log(ctx, KT_LOG_ERROR,
 			 "moe: KT_MOE_F_DEVICE without a GPU in the context");

@@ -44,6 +44,14 @@ struct core_gpu {
 	struct core_gpu_stream *strm;	/* stream-ordered ops (moe-stream.c) */
 };
 
+/*
+ * kt_model_destroy(), first: stream-ordered ops of @m still in flight end
+ * here. One submitted and not synced is a misuse (kt: misuse:, aborts in
+ * a KT_DEBUG build; else logged, the stream synchronised, the op finished
+ * without its y); ops past their sync are waited for on their stream.
+ */
+void core_gpu_stream_model_gone(struct kt_model *m);
+
 /* kt_ctx_destroy(): stop the stream helper, free its buffers. */
 void core_gpu_stream_free(struct kt_ctx *ctx);
 
@@ -58,6 +66,21 @@ void core_gpu_model_free(struct kt_model *m);
 int core_gpu_pack_expert(const struct kt_model *m,
 			 const struct core_expert *ex,
 			 const struct gpu_layout *gl, uint8_t *dst);
+
+/*
+ * Free (@layer, @expert)'s GPU copy, also of an expert without a host copy
+ * (kt_model_gpu_evict() refuses those): for the residency backend, which
+ * checks itself. 0; -ENOENT not resident; -EINVAL; -ENODEV.
+ */
+int core_gpu_evict(struct kt_model *m, uint32_t layer, uint32_t expert);
+
+/*
+ * kt_model_open() with KT_MODEL_F_GPU_UPLOAD: upload every expert of @m
+ * without a host copy (the ones its masks left out) from its file, then
+ * attach the residency table with them as the initial GPU set. 0 or the
+ * first -errno (logged); what was uploaded is freed with the model.
+ */
+int core_gpu_upload_absent(struct kt_model *m);
 
 /*
  * Serve @m's residency table (kt_model_place()) with the context's GPU,

@@ -109,7 +109,7 @@ static int cpu_part(struct kt_ctx *ctx, void *arg)
 	sub.moe.y_dtype = KT_DTYPE_F32;
 	sub.moe.flags = 0;
 	sub.moe.skip_mask = s->st.skip;
-	return core_moe_op(ctx, &sub);
+	return core_moe_cpu_part(ctx, &sub);
 }
 
 static void *stream_thread(void *arg)
@@ -569,6 +569,55 @@ KT_EXPORT int kt_moe_stream_sync(struct kt_ctx *ctx, void *stream)
 out:
 	gpu_dev_pop(d);
 	return ret;
+}
+
+void core_gpu_stream_model_gone(struct kt_model *m)
+{
+	struct kt_ctx *ctx = m ? m->ctx : NULL;
+	struct core_gpu_stream *s;
+	struct gpu_dev *d;
+	bool waited = false;
+	unsigned int i;
+	int pushed;
+
+	if (!ctx || !ctx->gpu || !ctx->gpu->strm)
+		return;
+	s = ctx->gpu->strm;
+	d = ctx->gpu->d;
+	for (i = 0; i < STREAM_OPS; i++) {
+		struct sop *p = &s->ops[i];
+		int st = __atomic_load_n(&p->slot_state, __ATOMIC_ACQUIRE);
+
+		if (st == OP_FREE || p->sqe.model != m)
+			continue;
+		pushed = !gpu_dev_push(d);
+		if (!waited) {
+			/* the op's kernels and host functions read the
+			 * model's GPU and host experts: let the stream run
+			 * out first */
+			gpu_check(d, d->cu.stream_synchronize(s->stream),
+				  "cuStreamSynchronize (kt_model_destroy)");
+			waited = true;
+		}
+		if (st == OP_SUBMITTED) {
+			core_misuse(ctx, "kt_model_destroy() on a model with a stream op not synced: call kt_moe_stream_sync() and let the stream pass it first; the op is finished without writing its y");
+			/* as a failed sync does: the CPU part runs out, the
+			 * holds go, the slot is free */
+			host_wait(p);
+			host_done(p);
+		} else if (__atomic_load_n(&p->slot_state, __ATOMIC_ACQUIRE) !=
+			   OP_FREE) {
+			/* past its sync and the stream ran out, but the
+			 * driver did not call host_done (a failed stream):
+			 * finish it here */
+			core_log(ctx, KT_LOG_ERROR,
+				 "kt_model_destroy: a synced stream op never completed on its stream; finished here");
+			host_wait(p);
+			host_done(p);
+		}
+		if (pushed)
+			gpu_dev_pop(d);
+	}
 }
 
 KT_EXPORT int kt_ctx_gpu_last_error(const struct kt_ctx *ctx)

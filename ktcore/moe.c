@@ -731,7 +731,8 @@ static const struct kt_moe_args *gpu_skip(const struct kt_model *m,
 	return ga;
 }
 
-int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
+static int moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe,
+		  bool residency)
 {
 	const struct kt_model *m = sqe->model;
 	const struct kt_moe_args *a = &sqe->moe;
@@ -763,7 +764,7 @@ int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
 	}
 	/* the GPU set this op runs with, whole (ktcore/residency.h): its
 	 * experts are the GPU's, skipped here like the op's own skip_mask */
-	rs = core_residency_get(m, &rslot);
+	rs = residency ? core_residency_get(m, &rslot) : NULL;
 	if (rs)
 		a = gpu_skip(m, rs, a, &ga);
 	/* routing counters; with a cache, reads of the missing experts */
@@ -834,4 +835,14 @@ unreserved:
 	core_log(ctx, KT_LOG_ERROR,
 		 "moe: scratch not reserved for this model (core_moe_reserve)");
 	return -EINVAL;
+}
+
+int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe)
+{
+	return moe_op(ctx, sqe, true);
+}
+
+int core_moe_cpu_part(struct kt_ctx *ctx, const struct kt_sqe *sqe)
+{
+	return moe_op(ctx, sqe, false);
 }

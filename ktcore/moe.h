@@ -21,6 +21,14 @@ static inline int64_t core_moe_id(const void *ids, int dtype, size_t i)
 
 /* Handler of KT_OP_MOE (a core_op_fn): runs on the leader worker. */
 int core_moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe);
+/*
+ * The CPU part of an op the GPU path split (moe-gpu.c, moe-stream.c):
+ * core_moe_op() without the residency snapshot's skips. The caller's skip
+ * mask already holds every expert it runs on the GPU, decided from the
+ * device table alone; a snapshot taken later could name a joiner that the
+ * split had given the CPU, and the op would lose it.
+ */
+int core_moe_cpu_part(struct kt_ctx *ctx, const struct kt_sqe *sqe);
 
 /*
  * Grow @ctx's per-node scratch so that ops of @m run without allocating.

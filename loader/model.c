@@ -10,9 +10,11 @@
 #include "ktcore/cache.h"
 #include "ktcore/core.h"
 #include "ktcore/model.h"
+#include "ktcore/moe-gpu.h"
 
 KT_EXPORT void kt_model_destroy(struct kt_model *m)
 {
+	core_gpu_stream_model_gone(m);	/* stream-ordered ops end first */
 	core_live_remove(m);		/* no op runs on it from here on */
 	core_model_extras_free(m);	/* routing counters, expert cache */
 	if (m && m->release)

@@ -20,7 +20,9 @@
 #include "ktcore/core.h"
 #include "ktcore/mem.h"
 #include "ktcore/model.h"
+#include "ktcore/moe-gpu.h"
 #include "ktcore/cache.h"
+#include "loader/blob-src.h"
 #include "loader/cache-open.h"
 #include "loader/error.h"
 #include "loader/fault.h"
@@ -44,6 +46,7 @@ struct ldr_model_priv {
 	struct core_mem mem;	/* read into */
 	uint8_t *map;		/* or a staged file mapped */
 	size_t map_len;
+	struct ldr_blob_src *src;	/* experts without a host copy */
 };
 
 /* kt_model_destroy() calls this: everything of the model goes. */
@@ -55,12 +58,25 @@ static void model_release(struct kt_model *m)
 		core_mem_free(&p->mem);
 		if (p->map)
 			munmap(p->map, p->map_len);
+		ldr_blob_src_close(p->src);
 		free(p);
 	}
 	free(m->experts);
 	free(m->layer_ids);
 	free(m);
 }
+
+static int blob_read(const struct kt_model *m, uint32_t layer,
+		     uint32_t expert, uint8_t *dst)
+{
+	const struct ldr_model_priv *p = m->priv;
+
+	return ldr_blob_src_read(p->src, m->ctx, layer, expert, dst);
+}
+
+#define KNOWN_FLAGS (KT_MODEL_F_NO_VERIFY | KT_MODEL_F_NO_URING | \
+		     KT_MODEL_F_NO_HUGEPAGE | KT_MODEL_F_MMAP | \
+		     KT_MODEL_F_GPU_UPLOAD)
 
 /* Entry @i of @k is left out by @o's masks. */
 static bool masked(const struct ldr_ktw *k, const struct kt_model_opts *o,
@@ -312,7 +328,7 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 	struct kt_model *m = NULL;
 	struct ldr_ktw *k = NULL;
 	uint8_t **blob_of = NULL;
-	bool cached = false, mapped;
+	bool cached = false, mapped, dir, absent = false;
 	struct stat st;
 	uint64_t i;
 	int ret;
@@ -327,12 +343,26 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 	if (opts->pad0 || opts->reserved2[0] || opts->reserved2[1] ||
 	    opts->reserved2[2] || opts->reserved2[3])
 		return ldr_err(-EINVAL, "kt_model_open: opts->pad0 and reserved2 must be zero");
+	if (opts->flags & ~KNOWN_FLAGS)
+		return ldr_err(-EINVAL, "kt_model_open: unknown flags %#x",
+			       opts->flags & ~KNOWN_FLAGS);
+	dir = !stat(path, &st) && S_ISDIR(st.st_mode);
+	if ((opts->flags & KT_MODEL_F_GPU_UPLOAD) &&
+	    (dir || ldr_gguf_is_gguf(path)))
+		return ldr_err(-EOPNOTSUPP, "%s: KT_MODEL_F_GPU_UPLOAD reads packed experts from a .ktw; a %s is packed at load (convert it with kt convert, or open it without the flag and upload host copies)",
+			       path, dir ? "checkpoint folder" : "GGUF file");
 	/* a checkpoint folder is packed at load (loader/hf-model.c) */
-	if (!stat(path, &st) && S_ISDIR(st.st_mode))
-		return ldr_hf_model_open(ctx, path, opts, out);
+	if (dir) {
+		ret = ldr_hf_model_open(ctx, path, opts, out);
+		if (!ret)
+			(*out)->blob_read = ldr_blob_read_none;
+		return ret;
+	}
 	/* a GGUF file is repacked into memory, not read as blobs */
 	if (ldr_gguf_is_gguf(path)) {
 		ret = ldr_gguf_model_open(ctx, path, opts, out);
+		if (!ret)
+			(*out)->blob_read = ldr_blob_read_none;
 		if (!ret && opts->quant && (int)(*out)->quant != opts->quant) {
 			ret = ldr_err(-EINVAL, "%s holds %s, not %s: a GGUF file keeps its blocks",
 				      path, kt_quant_name((*out)->quant),
@@ -399,6 +429,18 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 		e->present = true;
 		m->resident_bytes += k->hdr.expert_bytes;
 	}
+	for (i = 0; i < k->n_entries; i++)
+		absent |= masked(k, opts, i);
+	/* experts the host will not hold stay readable for the GPU upload */
+	if (absent || cached) {
+		ret = ldr_blob_src_open(k, p->map,
+					!(opts->flags & KT_MODEL_F_NO_VERIFY),
+					&p->src);
+		if (ret)
+			goto err;
+		m->blob_read = blob_read;
+		m->blob_stride = k->hdr.blob_stride;
+	}
 	m->priv = p;
 	m->release = model_release;
 	p = NULL;
@@ -412,6 +454,15 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 		ldr_err(ret, "%s: no kernels for %s on this context", path,
 			kt_quant_name(m->quant));
 		goto err;
+	}
+	if (opts->flags & KT_MODEL_F_GPU_UPLOAD) {
+		ret = core_gpu_upload_absent(m);
+		if (ret) {
+			if (!*kt_last_error())
+				ldr_err(ret, "%s: uploading the masked experts to the GPU failed: %s (see the context's log)",
+					path, strerror(-ret));
+			goto err;
+		}
 	}
 	ret = core_live_add(ctx, m);
 	if (ret)

@@ -83,16 +83,24 @@ int kt_ctx_gpu_measure(struct kt_ctx *ctx, struct kt_gpu_limits *l);
  * kt_model_gpu_upload() - copy one expert to the context's GPU, in kt's
  *	device layout; from then on ops of @m run it there (and skip it on
  *	the CPU). An expert already resident is replaced.
- * @m: model; its host copy of the expert is the source and stays.
+ * @m: model; its host copy of the expert is the source and stays. An
+ *	expert without one (masked at load, or a model with an expert
+ *	cache) is read from the .ktw @m was opened from, checked, into a
+ *	staging buffer of @m (one expert, registered once) and repacked
+ *	there: it takes no host memory of its own.
  * @layer: layer index.
  * @expert: expert index.
  *
- * Context: any thread but a worker; blocks for the copy; safe while ops
- *	of @m run (an op uses the residency it saw when it started).
+ * Context: any thread but a worker; blocks for the read and the copy;
+ *	safe while ops of @m run (an op uses the residency it saw when it
+ *	started). Uploads of one model are serialised.
  * Return: 0; -EINVAL out of range; -ENODEV no GPU in the context;
  *	   -EOPNOTSUPP no kernels for the GPU (see kt_ctx_gpu_info()) or
- *	   for @m's quantization; -ENOENT the expert is not in host memory;
- *	   -ENOMEM host or device memory.
+ *	   for @m's quantization, or an expert without a host copy of a
+ *	   GGUF file or checkpoint folder (nothing packed to read); -ENOENT
+ *	   the expert is not in host memory and @m has no file
+ *	   (kt_model_create()); -EIO its blob did not read or check (the
+ *	   log and kt_last_error() name it); -ENOMEM host or device memory.
  */
 int kt_model_gpu_upload(struct kt_model *m, uint32_t layer, uint32_t expert);
 
@@ -103,8 +111,11 @@ int kt_model_gpu_upload(struct kt_model *m, uint32_t layer, uint32_t expert);
  * @layer: layer index.
  * @expert: expert index.
  *
+ * An expert without a host copy (masked at load) is refused: the GPU
+ * holds its only copy, and nothing could compute it afterwards.
  * Context: any thread but a worker; may block.
- * Return: 0; -ENOENT not resident; -EINVAL out of range; -ENODEV no GPU.
+ * Return: 0; -ENOENT not resident; -EINVAL out of range, or the expert
+ *	   has no host copy (logged); -ENODEV no GPU.
  */
 int kt_model_gpu_evict(struct kt_model *m, uint32_t layer, uint32_t expert);
 

@@ -422,8 +422,12 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  *	[KT_PLACE_WORDS(E)] (kt/place.h): a set bit of layer l is an expert
  *	of that layer that lives elsewhere (the GPU) and is not loaded into
  *	host memory nor run; combined with @expert_mask (either leaves an
- *	expert out). To keep a host copy of the GPU experts (for
- *	re-placement), do not mask them.
+ *	expert out). With KT_MODEL_F_GPU_UPLOAD they are uploaded to
+ *	the GPU from the file at open, so a placement plan (kt/place.h)
+ *	given here opens the model with its GPU experts placed and not in
+ *	host memory. A GPU expert without a host copy cannot leave the GPU
+ *	(kt_model_place() refuses); to keep a host copy (for re-placement
+ *	in both directions), do not mask it.
  * @reserved2: must be zero.
  * @quant: a Hugging Face checkpoint folder only: enum kt_quant to pack
  *	its experts to at load, as `kt convert --method` (KT_QUANT_INT8,
@@ -465,6 +469,11 @@ struct kt_model_opts {
 /* map the file and compute from its pages: page faults read the experts
  * (the baseline of `kt bench --load mmap`); no checksums, no budget */
 #define KT_MODEL_F_MMAP		(1u << 3)
+/* a .ktw only, on a context with a GPU: the experts the masks leave out
+ * (@expert_mask, @layer_masks) are read from the file straight to the GPU
+ * at open and run there; they are in host memory only while staged, one
+ * at a time (Documentation/placement.md) */
+#define KT_MODEL_F_GPU_UPLOAD	(1u << 4)
 
 /**
  * kt_model_open() - load a .ktw file (or map a staged copy on hugetlbfs),
@@ -487,7 +496,10 @@ struct kt_model_opts {
  *	   missing, misshapen or mistyped tensor; -EIO a short read or a
  *	   checksum mismatch; -EOPNOTSUPP an option or format that does not
  *	   apply; -ENOMEM. kt_last_error() says which file, field, tensor or
- *	   expert.
+ *	   expert. With KT_MODEL_F_GPU_UPLOAD also: -ENODEV no GPU in @ctx;
+ *	   -EOPNOTSUPP no GPU kernels for the file's quantization, or not a
+ *	   .ktw; -errno of the driver (-ENOMEM: the GPU is full); -EIO a
+ *	   masked expert's blob does not read or check.
  */
 int kt_model_open(struct kt_ctx *ctx, const char *path,
 		  const struct kt_model_opts *opts, struct kt_model **out);
@@ -495,6 +507,14 @@ int kt_model_open(struct kt_ctx *ctx, const char *path,
 /**
  * kt_model_destroy() - free a model; no op of it may be in flight.
  * @m: model, may be NULL.
+ *
+ * A ring op still running is waited for (logged as a misuse); stream-
+ * ordered ops (kt_moe_stream_submit()) past their kt_moe_stream_sync() are
+ * waited for on their stream; one submitted and not synced is a misuse:
+ * logged, its stream synchronised and the op finished without writing
+ * its y. A KT_DEBUG build aborts on either misuse
+ * (Documentation/debugging.md).
+ * Context: any thread but a worker; may block.
  */
 void kt_model_destroy(struct kt_model *m);
 
