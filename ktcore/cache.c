@@ -622,16 +622,6 @@ int core_cache_op_wait_some(struct kt_ctx *ctx, const struct kt_model *m,
 	return (int)got;
 }
 
-int core_cache_op_wait(struct kt_ctx *ctx, const struct kt_model *m,
-		       struct core_cache_op *op)
-{
-	int ret;
-
-	while ((ret = core_cache_op_wait_some(ctx, m, op)) > 0)
-		;
-	return ret;
-}
-
 void core_cache_op_end(const struct kt_model *m, struct core_cache_op *op,
 		       uint32_t tokens)
 {

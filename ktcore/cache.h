@@ -91,9 +91,6 @@ int core_cache_op_begin(struct kt_ctx *ctx, const struct kt_model *m,
  */
 int core_cache_op_wait_some(struct kt_ctx *ctx, const struct kt_model *m,
 			    struct core_cache_op *op);
-/* core_cache_op_wait_some() until every expert is in: 0 or -EIO. */
-int core_cache_op_wait(struct kt_ctx *ctx, const struct kt_model *m,
-		       struct core_cache_op *op);
 void core_cache_op_end(const struct kt_model *m, struct core_cache_op *op,
 		       uint32_t tokens);
 
