@@ -35,10 +35,23 @@ struct kern_geom {
 };
 
 /*
+ * The gated activation of one expert's gate+up, where it is not plain
+ * silu(g) * u: g and u get their bias (per output row n, NULL: none),
+ * then enum kt_act with its constants (kern_glu_f32() defines it).
+ */
+struct kern_glu {
+	enum kt_act act;
+	float alpha, limit;		/* KT_ACT_SWIGLU_OAI */
+	const float *gate_bias;		/* [N] or NULL */
+	const float *up_bias;		/* [N] or NULL */
+};
+
+/*
  * Fused gate+up of one expert for m tokens and output rows [n0, n1):
- *   out[i][n - n0] = silu(gate[n] . x_i) * (up[n] . x_i)
- * with x_i the prepared activation row at act + act_rows[i] * act_stride
- * (one row of K = H, made by act_prepare), in f32.
+ *   out[i][n - n0] = glu(n, gate[n] . x_i, up[n] . x_i)
+ * with glu kern_glu_f32(@glu, ...) (silu(g) * u when @glu is NULL) and
+ * x_i the prepared activation row at act + act_rows[i] * act_stride (one
+ * row of K = H, made by act_prepare), in f32.
  */
 struct kern_gate_up_args {
 	const struct kern_mat *gate;	/* whole matrix, [N = I][K = H] */
@@ -54,6 +67,7 @@ struct kern_gate_up_args {
 	float *out;			/* out + i * out_stride, i < m */
 	size_t out_stride;		/* floats */
 	void *scratch;			/* per worker, scratch_bytes() */
+	const struct kern_glu *glu;	/* NULL: silu(g) * u */
 };
 
 /*
@@ -183,5 +197,15 @@ kern_peak_fn kern_peak_for(enum kt_isa isa, enum kt_quant q);
  */
 #define KERN_EXP_MAX_REL_ERR	4e-7f
 float kern_silu_f32(float g);
+
+/*
+ * The oracle's gated activation of output row @n (struct kern_glu; @e
+ * NULL: silu(g) * u). KT_ACT_SWIGLU_OAI:
+ *   g' = min(g, limit), u' = max(min(u, limit), -limit),
+ *   g' / (1 + exp(-alpha * g')) * (u' + 1)
+ * Vector variants compute the same with their own exp (vexp-*.h).
+ */
+float kern_glu_f32(const struct kern_glu *e, unsigned int n, float g,
+		   float u);
 
 #endif /* KT_KERNELS_KERN_H */

@@ -350,7 +350,7 @@ static inline void amx_gu_fin_q8(const struct kern_gate_up_args *a,
 			_mm512_mul_ps(xs, wsu));
 
 		_mm512_storeu_ps(amx_out(a, nb, tb + i),
-				 kern_silu_mul_avx512(g, u));
+				 kern_glu_avx512(a->glu, nb * KERN_TILE_ROWS, g, u));
 	}
 }
 
@@ -364,7 +364,8 @@ static inline void amx_gu_fin_bf16(const struct kern_gate_up_args *a,
 		const float *r = (const float *)amx_crow(cb, i);
 
 		_mm512_storeu_ps(amx_out(a, nb, tb + i),
-				 kern_silu_mul_avx512(_mm512_loadu_ps(r),
+				 kern_glu_avx512(a->glu, nb * KERN_TILE_ROWS,
+					_mm512_loadu_ps(r),
 					_mm512_loadu_ps(r + AMX_CW)));
 	}
 }
@@ -529,7 +530,8 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 							  i * 16), xs);
 
 				_mm512_storeu_ps(amx_out(a, nb, tb + i),
-						 kern_silu_mul_avx512(gv, uv));
+						 kern_glu_avx512(a->glu,
+							nb * KERN_TILE_ROWS, gv, uv));
 			}
 		}
 	}

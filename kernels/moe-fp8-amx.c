@@ -244,7 +244,7 @@ void kern_gate_up_fp8_amx(const struct kern_gate_up_args *a)
 		for (i = 0; i < a->m; i++)
 			_mm512_storeu_ps(a->out + i * a->out_stride +
 					 nb * TB - a->n0,
-					 kern_silu_mul_avx512(
+					 kern_glu_avx512(a->glu, nb * TB,
 					 _mm512_loadu_ps(s.fg + i * TB),
 					 _mm512_loadu_ps(s.fu + i * TB)));
 	}

@@ -160,7 +160,8 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 		for (s = 0; s < 2; s++)
 			_mm256_storeu_ps(a->out + (i0 + m) * a->out_stride +
 					 nb * NROW - a->n0 + 8 * s,
-					 vf_silu_mul(g[m][s], u[m][s]));
+					 vf_glu(a->glu, nb * NROW + 8 * s,
+						g[m][s], u[m][s]));
 }
 
 #define DISPATCH_M(fn, mr, ...)						\

@@ -127,7 +127,8 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 		_mm512_storeu_ps(a->out + (i0 + m) * a->out_stride +
-				 nb * NROW - a->n0, vf_silu_mul(g[m], u[m]));
+				 nb * NROW - a->n0,
+				 vf_glu(a->glu, nb * NROW, g[m], u[m]));
 }
 
 #define DISPATCH_M(fn, mr, ...)						\

@@ -90,10 +90,9 @@ void kern_gate_up_fp8_scalar(const struct kern_gate_up_args *a)
 		float *out = a->out + i * a->out_stride;
 
 		for (n = a->n0; n < a->n1; n++)
-			out[n - a->n0] =
-				kern_silu_f32(row_dot(a->gate, a->K, a->group,
-						      n, x)) *
-				row_dot(a->up, a->K, a->group, n, x);
+			out[n - a->n0] = kern_glu_f32(a->glu, n,
+				row_dot(a->gate, a->K, a->group, n, x),
+				row_dot(a->up, a->K, a->group, n, x));
 	}
 }
 

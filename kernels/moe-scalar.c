@@ -224,7 +224,7 @@ static void gate_up_common(const struct kern_gate_up_args *a,
 				g = row_dot_bf16(a->gate, a->K, n, x);
 				u = row_dot_bf16(a->up, a->K, n, x);
 			}
-			out[n - a->n0] = kern_silu_f32(g) * u;
+			out[n - a->n0] = kern_glu_f32(a->glu, n, g, u);
 		}
 	}
 }

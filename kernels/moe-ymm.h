@@ -425,7 +425,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 		for (m = 0; m < M; m++)
 			_mm256_storeu_ps(a->out + (i0 + m) *
 					 a->out_stride + n - a->n0,
-					 vf_silu_mul(g[m], u[m]));
+					 vf_glu(a->glu, n, g[m], u[m]));
 	}
 }
 

@@ -482,7 +482,7 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 		for (m = 0; m < M; m++)
 			_mm512_storeu_ps(a->out + (i0 + m) * a->out_stride +
 					 nb * NROW - a->n0,
-					 vf_silu_mul(g[m], u[m]));
+					 vf_glu(a->glu, nb * NROW, g[m], u[m]));
 	}
 }
 

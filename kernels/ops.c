@@ -38,3 +38,19 @@ float kern_silu_f32(float g)
 {
 	return g / (1.0f + expf(-g));
 }
+
+float kern_glu_f32(const struct kern_glu *e, unsigned int n, float g,
+		   float u)
+{
+	if (!e)
+		return kern_silu_f32(g) * u;
+	if (e->gate_bias)
+		g += e->gate_bias[n];
+	if (e->up_bias)
+		u += e->up_bias[n];
+	if (e->act != KT_ACT_SWIGLU_OAI)
+		return kern_silu_f32(g) * u;
+	g = fminf(g, e->limit);
+	u = fmaxf(fminf(u, e->limit), -e->limit);
+	return g / (1.0f + expf(-e->alpha * g)) * (u + 1.0f);
+}

@@ -66,9 +66,9 @@ void kern_gate_up_q8_0_scalar(const struct kern_gate_up_args *a)
 		float *out = a->out + i * a->out_stride;
 
 		for (n = a->n0; n < a->n1; n++)
-			out[n - a->n0] = kern_silu_f32(row_dot(a->gate, a->N,
-							       a->K, n, x)) *
-					 row_dot(a->up, a->N, a->K, n, x);
+			out[n - a->n0] = kern_glu_f32(a->glu, n,
+				row_dot(a->gate, a->N, a->K, n, x),
+				row_dot(a->up, a->N, a->K, n, x));
 	}
 }
 

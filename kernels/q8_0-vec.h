@@ -133,7 +133,7 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		vf_store(a->out + (i + m) * a->out_stride + (n - a->n0),
-			 vf_silu_mul(fg[m], fu[m]));
+			 vf_glu(a->glu, n, fg[m], fu[m]));
 }
 
 void VNAME(kern_gate_up_q8_0)(const struct kern_gate_up_args *a)

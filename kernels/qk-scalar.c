@@ -90,12 +90,11 @@ static void gate_up(enum kt_quant q, const struct kern_gate_up_args *a)
 		float *out = a->out + i * a->out_stride;
 
 		for (n = a->n0; n < a->n1; n++)
-			out[n - a->n0] =
-				kern_silu_f32(row_dot(q, a->gate, a->N, a->K,
-						      n, 0, a->K, x, false,
-						      0)) *
+			out[n - a->n0] = kern_glu_f32(a->glu, n,
+				row_dot(q, a->gate, a->N, a->K, n, 0, a->K, x,
+					false, 0),
 				row_dot(q, a->up, a->N, a->K, n, 0, a->K, x,
-					false, 0);
+					false, 0));
 	}
 }
 

@@ -48,6 +48,7 @@ typedef __m512i vi;
 #define vf_fmadd(a, b, c)	_mm512_fmadd_ps(a, b, c)
 #define vf_exp(x)		kern_exp_avx512(x)
 #define vf_silu_mul(g, u)	kern_silu_mul_avx512(g, u)
+#define vf_glu(e, n, g, u)	kern_glu_avx512(e, n, g, u)
 #define vf_hmax(v)		_mm512_reduce_max_ps(v)
 #define vf_cvt_i32(v)		_mm512_cvtps_epi32(v)
 
@@ -126,6 +127,7 @@ typedef __m256i vi;
 #define vf_fmadd(a, b, c)	_mm256_fmadd_ps(a, b, c)
 #define vf_exp(x)		kern_exp_avx2(x)
 #define vf_silu_mul(g, u)	kern_silu_mul_avx2(g, u)
+#define vf_glu(e, n, g, u)	kern_glu_avx2(e, n, g, u)
 #define vf_cvt_i32(v)		_mm256_cvtps_epi32(v)
 
 #define vi_zero()		_mm256_setzero_si256()

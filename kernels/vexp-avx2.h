@@ -8,6 +8,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/kern.h"
+
 /*
  * exp(x) = 2^n e^r as in vexp-avx512.h; without vscalefps, 2^n is built in
  * two factors (n = 128 near 88.7 is not one normal float) and the range
@@ -55,6 +57,39 @@ static inline __m256 kern_silu_mul_avx2(__m256 g, __m256 u)
 
 	return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(
 				_mm256_set1_ps(1.0f), e)), u);
+}
+
+
+/*
+ * kern_glu_f32() on the 8 output rows n .. n + 7: biases, then the
+ * activation; @e NULL is silu(g) * u.
+ */
+static inline __m256 kern_glu_ext_avx2(const struct kern_glu *e, unsigned int n,
+				     __m256 g, __m256 u)
+{
+	const __m256 one = _mm256_set1_ps(1.0f);
+	__m256 lim, d;
+
+	if (e->gate_bias)
+		g = _mm256_add_ps(g, _mm256_loadu_ps(e->gate_bias + n));
+	if (e->up_bias)
+		u = _mm256_add_ps(u, _mm256_loadu_ps(e->up_bias + n));
+	if (e->act != KT_ACT_SWIGLU_OAI)
+		return kern_silu_mul_avx2(g, u);
+	lim = _mm256_set1_ps(e->limit);
+	g = _mm256_min_ps(g, lim);
+	u = _mm256_max_ps(_mm256_min_ps(u, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+	d = _mm256_add_ps(one, kern_exp_avx2(_mm256_mul_ps(
+			_mm256_set1_ps(-e->alpha), g)));
+	return _mm256_mul_ps(_mm256_div_ps(g, d), _mm256_add_ps(u, one));
+}
+
+static inline __attribute__((always_inline)) __m256
+kern_glu_avx2(const struct kern_glu *e, unsigned int n, __m256 g, __m256 u)
+{
+	if (__builtin_expect(!e, 1))
+		return kern_silu_mul_avx2(g, u);
+	return kern_glu_ext_avx2(e, n, g, u);
 }
 
 #endif /* KT_KERNELS_VEXP_AVX2_H */

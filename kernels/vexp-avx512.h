@@ -8,6 +8,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/kern.h"
+
 /*
  * exp(x) = 2^n * e^r with n = round(x / ln2), r = x - n ln2 in
  * [-ln2/2, ln2/2] (ln2 split in two so that r is exact to ~1 ulp), e^r by
@@ -46,6 +48,39 @@ static inline __m512 kern_silu_mul_avx512(__m512 g, __m512 u)
 
 	return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(
 				_mm512_set1_ps(1.0f), e)), u);
+}
+
+
+/*
+ * kern_glu_f32() on the 16 output rows n .. n + 15: biases, then the
+ * activation; @e NULL is silu(g) * u.
+ */
+static inline __m512 kern_glu_ext_avx512(const struct kern_glu *e, unsigned int n,
+				     __m512 g, __m512 u)
+{
+	const __m512 one = _mm512_set1_ps(1.0f);
+	__m512 lim, d;
+
+	if (e->gate_bias)
+		g = _mm512_add_ps(g, _mm512_loadu_ps(e->gate_bias + n));
+	if (e->up_bias)
+		u = _mm512_add_ps(u, _mm512_loadu_ps(e->up_bias + n));
+	if (e->act != KT_ACT_SWIGLU_OAI)
+		return kern_silu_mul_avx512(g, u);
+	lim = _mm512_set1_ps(e->limit);
+	g = _mm512_min_ps(g, lim);
+	u = _mm512_max_ps(_mm512_min_ps(u, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+	d = _mm512_add_ps(one, kern_exp_avx512(_mm512_mul_ps(
+			_mm512_set1_ps(-e->alpha), g)));
+	return _mm512_mul_ps(_mm512_div_ps(g, d), _mm512_add_ps(u, one));
+}
+
+static inline __attribute__((always_inline)) __m512
+kern_glu_avx512(const struct kern_glu *e, unsigned int n, __m512 g, __m512 u)
+{
+	if (__builtin_expect(!e, 1))
+		return kern_silu_mul_avx512(g, u);
+	return kern_glu_ext_avx512(e, n, g, u);
 }
 
 #endif /* KT_KERNELS_VEXP_AVX512_H */

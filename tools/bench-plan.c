@@ -58,6 +58,9 @@ uint64_t bench_expert_bytes(uint32_t hidden, uint32_t inter,
 	case KT_QUANT_Q6_K:
 		/* 6 bits; per 256 one f32, per 16 one i8 */
 		return 3 * nk * 3 / 4 + 3 * (4 * nk / 256 + nk / 16);
+	case KT_QUANT_MXFP4:
+		/* nibbles; one E8M0 byte per 32 */
+		return 3 * nk / 2 + 3 * nk / 32;
 	}
 	return 0;
 }

@@ -59,7 +59,27 @@ enum kt_quant {
 	/* GGUF Q6_K as read: super-blocks of 256, 6-bit q with a signed
 	 * 8-bit scale per 16, w = d * sc * (q - 32) */
 	KT_QUANT_Q6_K = 8,
+	/* OCP MXFP4 as GPT-OSS ships its experts: E2M1 values (4 bits), one
+	 * E8M0 scale per 32 along K; computed through BF16 */
+	KT_QUANT_MXFP4 = 9,
 };
+
+/*
+ * The experts' gated activation: out = act(g, u) with g = gate . x (+ its
+ * bias) and u = up . x (+ its bias).
+ */
+enum kt_act {
+	KT_ACT_SILU = 0,	/* silu(g) * u (Qwen, DeepSeek, Mixtral) */
+	/*
+	 * GPT-OSS: g' = min(g, limit), u' = clamp(u, -limit, limit),
+	 * out = g' * sigmoid(alpha * g') * (u' + 1)
+	 */
+	KT_ACT_SWIGLU_OAI = 1,
+};
+
+/* GPT-OSS's constants of KT_ACT_SWIGLU_OAI (its config's swiglu_limit). */
+#define KT_SWIGLU_OAI_ALPHA	1.702f
+#define KT_SWIGLU_OAI_LIMIT	7.0f
 
 /*
  * group_size of KT_QUANT_FP8 with one scale per output row (per-channel
@@ -323,12 +343,18 @@ int kt_ctx_measure_peak(struct kt_ctx *ctx, enum kt_quant q, uint32_t ms,
 /**
  * struct kt_expert_src - one expert's unquantized matrices, row-major as
  *	torch Linear.weight: gate [inter][hidden], up [inter][hidden],
- *	down [hidden][inter], all of the descriptor's @src_dtype.
+ *	down [hidden][inter], all of the descriptor's @src_dtype; with
+ *	KT_DESC_F_BIAS its biases, f32: gate and up [inter], down [hidden]
+ *	(NULL: zeros). kt zeroes the struct before each call, so a caller
+ *	built before the biases existed fills only the matrices.
  */
 struct kt_expert_src {
 	const void *gate;
 	const void *up;
 	const void *down;
+	const float *gate_bias;
+	const float *up_bias;
+	const float *down_bias;
 };
 
 /**
@@ -345,8 +371,10 @@ typedef int (*kt_expert_fn)(void *arg, uint32_t layer, uint32_t expert,
 /**
  * struct kt_model_desc - a model built from weights in memory.
  * @sz: sizeof(struct kt_model_desc).
- * @hidden: H, a multiple of 128.
- * @inter: I (per expert intermediate size), a multiple of 128.
+ * @hidden: H, a multiple of 32 (kt pads it to its tiles, 128, or 256
+ *	for the K-quants, with zero weights: GPT-OSS's 2880 runs as 2944).
+ * @inter: I (per expert intermediate size), a multiple of 32 (padded
+ *	likewise).
  * @n_experts: E, routed experts per layer.
  * @n_layers: MoE layers.
  * @layer_ids: checkpoint layer number of each MoE layer (NULL: 0..n-1).
@@ -367,6 +395,10 @@ typedef int (*kt_expert_fn)(void *arg, uint32_t layer, uint32_t expert,
  * @down_quant: quantization of down when it differs from @quant (0: the
  *	same): both must then be GGUF block types (KT_QUANT_Q8_0, _Q4_K,
  *	_Q5_K, _Q6_K), as a GGUF Q4_K_M file's gate/up Q4_K and down Q6_K.
+ * @act: enum kt_act (0: silu(g) * u).
+ * @act_alpha, @act_limit: KT_ACT_SWIGLU_OAI's alpha and limit (0: GPT-OSS's
+ *	KT_SWIGLU_OAI_ALPHA, KT_SWIGLU_OAI_LIMIT); zero for KT_ACT_SILU.
+ * @desc_flags: KT_DESC_F_*.
  * @reserved: must be zero.
  */
 struct kt_model_desc {
@@ -384,8 +416,15 @@ struct kt_model_desc {
 	const uint64_t *expert_mask;
 	const uint64_t *layer_masks;
 	uint32_t down_quant;
-	uint32_t reserved[5];
+	uint32_t act;
+	float act_alpha;
+	float act_limit;
+	uint32_t desc_flags;
+	uint32_t reserved[1];
 };
+
+/* kt_model_desc.desc_flags: the experts have biases (kt_expert_src). */
+#define KT_DESC_F_BIAS	(1u << 0)
 
 /**
  * kt_model_create() - quantize and pack experts into a model of @ctx.
@@ -526,6 +565,11 @@ void kt_model_destroy(struct kt_model *m);
  *	GGUF block type for a file that mixes them (Q4_K_M: gate/up Q4_K,
  *	down Q6_K; Documentation/formats.md). Was reserved (0) before kt
  *	filled it.
+ * @act, @act_alpha, @act_limit: the gated activation (enum kt_act) and
+ *	its constants, as kt_model_desc has them (0 where unused).
+ * @bias: 1 when the experts have biases (GPT-OSS), else 0.
+ * @hidden, @inter are the model's own sizes; the packed matrices may be
+ * padded beyond them (kt_model_desc.hidden).
  */
 struct kt_model_info {
 	uint32_t hidden;
@@ -537,7 +581,11 @@ struct kt_model_info {
 	uint64_t expert_bytes;	/* packed bytes of one expert */
 	uint64_t resident_bytes;	/* packed bytes held in memory */
 	uint32_t down_quant;
-	uint32_t reserved[7];
+	uint32_t act;
+	float act_alpha;
+	float act_limit;
+	uint32_t bias;
+	uint32_t reserved[3];
 };
 
 /**
