@@ -118,6 +118,12 @@ static int model_table(struct kt_model *m, struct gpu_table **out)
 		*out = t;
 		return 0;
 	}
+	if (!core_model_is_plain(m)) {
+		core_log(ctx, KT_LOG_ERROR,
+			 "gpu: no kernels for experts with biases, another activation than silu or padded sizes (H %u, I %u; run it on the CPU)",
+			 core_model_hidden_io(m), core_model_inter_io(m));
+		return -EOPNOTSUPP;
+	}
 	if (m->down_quant != m->quant) {
 		core_log(ctx, KT_LOG_ERROR,
 			 "gpu: no kernels for a model with gate/up %s and down %s (run it on the CPU)",

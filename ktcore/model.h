@@ -24,8 +24,25 @@ struct core_expert {
 
 struct kt_model {
 	struct kt_ctx *ctx;
+	/* the packed H and I: gate/up's K and down's N, the intermediate */
 	uint32_t hidden;
 	uint32_t inter;
+	/*
+	 * H and I as the model has them, where the packed ones are padded
+	 * to the tiles with zero weights (GPT-OSS's 2880 packs as 2944);
+	 * 0: not padded. x and y rows are hidden_io wide.
+	 */
+	uint32_t hidden_io;
+	uint32_t inter_io;
+	/* the gated activation (enum kt_act) and its constants */
+	enum kt_act act;
+	float act_alpha, act_limit;
+	/*
+	 * Expert biases, f32, NULL: none. Expert (l, e)'s are at
+	 * bias + (l * n_experts + e) * core_model_bias_stride(m): gate
+	 * [inter], up [inter], down [hidden] (packed sizes, zero padded).
+	 */
+	float *bias;
 	uint32_t n_experts;
 	uint32_t n_layers;
 	enum kt_quant quant;	/* gate and up */
@@ -62,6 +79,42 @@ struct kt_model {
 	 * upload */
 	struct gpu_table *gpu;
 };
+
+/* Width of x and y rows: H as the model has it. */
+static inline uint32_t core_model_hidden_io(const struct kt_model *m)
+{
+	return m->hidden_io ? m->hidden_io : m->hidden;
+}
+
+static inline uint32_t core_model_inter_io(const struct kt_model *m)
+{
+	return m->inter_io ? m->inter_io : m->inter;
+}
+
+/* Floats of one expert's biases: gate, up, down. */
+static inline size_t core_model_bias_stride(const struct kt_model *m)
+{
+	return 2 * (size_t)m->inter + m->hidden;
+}
+
+/* Expert (@layer, @expert)'s biases, or NULL. */
+static inline float *core_model_bias(const struct kt_model *m,
+				     uint32_t layer, uint32_t expert)
+{
+	if (!m->bias)
+		return NULL;
+	return m->bias + ((size_t)layer * m->n_experts + expert) *
+			 core_model_bias_stride(m);
+}
+
+/* Whether the experts are plain silu(g) * u of the unpadded H and I
+ * without biases: what the GPU kernels and the .ktw format know. */
+static inline bool core_model_is_plain(const struct kt_model *m)
+{
+	return m->act == KT_ACT_SILU && !m->bias &&
+	       core_model_hidden_io(m) == m->hidden &&
+	       core_model_inter_io(m) == m->inter;
+}
 
 static inline struct core_expert *core_model_expert(const struct kt_model *m,
 						    uint32_t layer,

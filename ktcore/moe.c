@@ -91,6 +91,9 @@ struct moe_node {
 	uint8_t *aact;		/* [slots][arb] */
 	float *ypart;		/* [tokens][hidden + MOE_YPART_PAD] */
 	uint8_t *wscratch;	/* [threads][wsb] */
+	/* [threads + 1][hidden]: an x row zero-padded to the packed H, for
+	 * each worker and the leader (prepare_inline()) */
+	float *xpad;
 };
 
 /* Largest token chunk; tests lower it to cover chunking with small T. */
@@ -110,7 +113,9 @@ struct moe_job {
 	const struct kern_quant_ops *qd;	/* down and its activations */
 	struct moe_priv *priv;
 	const struct core_expert *experts;	/* of the layer */
-	unsigned int H, I, E, k, kc, group;
+	/* H: width of x and y rows; HK: the packed H (gate/up's K, down's
+	 * N), larger where the model is padded to the tiles */
+	unsigned int H, HK, I, E, k, kc, group;
 	unsigned int t0, tc;	/* the chunk's tokens */
 	size_t xrb, crb;
 	/* expert cache: a gate+up pass computes the experts whose bytes
@@ -151,6 +156,7 @@ static size_t node_layout(struct moe_node *n, uint8_t *p,
 	CARVE(aact, (size_t)d->slots * d->arb);
 	CARVE(ypart, (size_t)d->tokens * (d->hidden + MOE_YPART_PAD) * 4);
 	CARVE(wscratch, (size_t)d->threads * d->wsb);
+	CARVE(xpad, (size_t)(d->threads + 1) * d->hidden * 4);
 #undef CARVE
 	return off;
 }
@@ -442,7 +448,7 @@ static void plan(const struct moe_job *j, struct moe_node *n,
 	n->n_gu = n->n_groups * n->n_rb;
 	memset(n->done, 0, (size_t)n->n_groups * (slice / j->kc) * 4);
 	cb = 256;
-	while (cb > 16 && j->H / cb < want)
+	while (cb > 16 && (j->H / cb < want || j->H % cb))
 		cb /= 2;
 	n->cb = cb;
 	n->n_down = j->H / cb;
@@ -450,19 +456,54 @@ static void plan(const struct moe_job *j, struct moe_node *n,
 	__atomic_store_n(&n->next_down, 0, __ATOMIC_RELAXED);
 }
 
-/* Quantize the chunk's x rows [t0, t1) into node @n's buffer. */
+/*
+ * x rows of a model padded to the tiles, one at a time through @pad:
+ * widened to f32 (exact) and zero beyond H, so that the prepared row is
+ * the one of the padded x.
+ */
+static void prepare_padded(const struct moe_job *j, struct moe_node *n,
+			   unsigned int t0, unsigned int t1, float *pad)
+{
+	const struct kt_moe_args *a = j->args;
+	unsigned int t, c;
+
+	memset(pad + j->H, 0, (size_t)(j->HK - j->H) * 4);
+	for (t = t0; t < t1; t++) {
+		size_t row = ((size_t)j->t0 + t) * j->H;
+
+		if (a->x_dtype == KT_DTYPE_BF16)
+			for (c = 0; c < j->H; c++)
+				pad[c] = kern_bf16_to_f32(
+					((const uint16_t *)a->x)[row + c]);
+		else
+			memcpy(pad, (const float *)a->x + row, (size_t)j->H * 4);
+		j->qo->act_prepare(pad, (size_t)j->HK * 4, KT_DTYPE_F32, 1,
+				   j->HK, j->group, n->xact + t * j->xrb,
+				   j->xrb);
+	}
+}
+
+/*
+ * Quantize the chunk's x rows [t0, t1) into node @n's buffer; @slot is
+ * the caller's xpad row (worker id, or threads for the leader).
+ */
 static void prepare_rows(const struct moe_job *j, struct moe_node *n,
-			 unsigned int t0, unsigned int t1)
+			 unsigned int t0, unsigned int t1, unsigned int slot)
 {
 	const struct kt_moe_args *a = j->args;
 	size_t esz = a->x_dtype == KT_DTYPE_BF16 ? 2 : 4;
 
-	if (t1 > t0)
-		j->qo->act_prepare((const uint8_t *)a->x +
-				   ((size_t)j->t0 + t0) * j->H * esz,
-				   (size_t)j->H * esz, a->x_dtype, t1 - t0,
-				   j->H, j->group, n->xact + t0 * j->xrb,
-				   j->xrb);
+	if (t1 <= t0)
+		return;
+	if (j->HK != j->H) {
+		prepare_padded(j, n, t0, t1,
+			       n->xpad + (size_t)slot * n->d.hidden);
+		return;
+	}
+	j->qo->act_prepare((const uint8_t *)a->x +
+			   ((size_t)j->t0 + t0) * j->H * esz,
+			   (size_t)j->H * esz, a->x_dtype, t1 - t0,
+			   j->H, j->group, n->xact + t0 * j->xrb, j->xrb);
 }
 
 static void phase_prepare(void *arg, const struct core_worker_info *w)
@@ -475,7 +516,7 @@ static void phase_prepare(void *arg, const struct core_worker_info *w)
 		plan(j, n, w->n_node);
 	}
 	prepare_rows(j, n, j->tc * w->id / w->n_node,
-		     j->tc * (w->id + 1) / w->n_node);
+		     j->tc * (w->id + 1) / w->n_node, w->id);
 }
 
 /*
@@ -491,11 +532,31 @@ static void prepare_inline(const struct moe_job *j)
 
 		route(j, n);
 		plan(j, n, core_ctx_node_threads(j->ctx, i));
-		prepare_rows(j, n, 0, j->tc);
+		prepare_rows(j, n, 0, j->tc, n->d.threads);
 	}
 }
 
 /* ---- phase 2: gate + up, intermediate quantized per finished chunk ------- */
+
+/*
+ * The epilogue of @expert's gate+up where it is not plain silu(g) * u:
+ * its biases and the model's activation. Return: false for plain.
+ */
+static bool glu_of(const struct moe_job *j, uint32_t expert,
+		   struct kern_glu *glu)
+{
+	const struct kt_model *m = j->m;
+	const float *b = core_model_bias(m, j->args->layer, expert);
+
+	if (m->act == KT_ACT_SILU && !b)
+		return false;
+	glu->act = m->act;
+	glu->alpha = m->act_alpha;
+	glu->limit = m->act_limit;
+	glu->gate_bias = b;
+	glu->up_bias = b ? b + m->inter : NULL;
+	return true;
+}
 
 /*
  * Task @t of group @g wrote rows [r0, r0 + rb) of the intermediate: count
@@ -541,7 +602,7 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 		const struct core_expert *ex = &j->experts[g->expert];
 		unsigned int r0 = (t % n->n_rb) * n->rb;	/* in slice */
 		struct kern_gate_up_args ga = {
-			.gate = &ex->gate, .up = &ex->up, .N = j->I, .K = j->H,
+			.gate = &ex->gate, .up = &ex->up, .N = j->I, .K = j->HK,
 			.group = j->group, .n0 = n->i0 + r0,
 			.n1 = n->i0 + r0 + n->rb, .act = n->xact,
 			.act_stride = j->xrb,
@@ -549,11 +610,14 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 			.out = n->a + (size_t)g->slot0 * slice + r0,
 			.out_stride = slice, .scratch = scratch,
 		};
+		struct kern_glu glu;
 
 		/* pass 1 takes the resident experts, each later one those
 		 * whose reads completed since */
 		if (j->ready && j->ready[g->expert] != j->pass)
 			continue;
+		if (glu_of(j, g->expert, &glu))
+			ga.glu = &glu;
 		if (j->qo->gate_up_many && g->m >= j->qo->many_min_m)
 			j->qo->gate_up_many(&ga);
 		else
@@ -615,6 +679,27 @@ static void store_rows(const struct moe_job *j, unsigned int n0,
 	}
 }
 
+/*
+ * y += w * bias for the tokens of one down call (the first node's only:
+ * the bias is added once): after the expert's sum, in a fixed order.
+ */
+static void add_down_bias(const struct moe_job *j,
+			  const struct kern_down_args *da, uint32_t expert)
+{
+	const float *b = core_model_bias(j->m, j->args->layer, expert);
+	unsigned int i, c;
+
+	if (!b)
+		return;
+	b += 2 * (size_t)j->I;
+	for (i = 0; i < da->m; i++) {
+		float *y = da->y + da->y_rows[i] * da->y_stride;
+
+		for (c = da->n0; c < da->n1; c++)
+			y[c] += da->w[i] * b[c];
+	}
+}
+
 static void phase_down(void *arg, const struct core_worker_info *w)
 {
 	const struct moe_job *j = arg;
@@ -635,7 +720,7 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 			const struct moe_group *gr = &n->groups[g];
 			struct kern_down_args da = {
 				.down = &j->experts[gr->expert].down,
-				.N = j->H, .K = j->I, .kc = j->kc,
+				.N = j->HK, .K = j->I, .kc = j->kc,
 				.group = j->group, .n0 = n0, .n1 = n1,
 				.k0 = n->i0, .k1 = n->i1,
 				.act = n->aact + (size_t)gr->slot0 * n->d.arb,
@@ -656,6 +741,8 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 				j->qd->down_many(&da);
 			else
 				j->qd->down(&da);
+			if (n == j->priv->nodes[0])
+				add_down_bias(j, &da, gr->expert);
 		}
 		if (last)
 			store_rows(j, n0, n1, 1);
@@ -776,13 +863,14 @@ static int moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe,
 	j.args = a;
 	j.priv = priv;
 	j.experts = core_model_expert(m, a->layer, 0);
-	j.H = m->hidden;
+	j.H = core_model_hidden_io(m);
+	j.HK = m->hidden;
 	j.I = m->inter;
 	j.E = m->n_experts;
 	j.k = a->top_k;
 	j.kc = m->down_chunk;
 	j.group = m->group_size;
-	j.xrb = j.qo->act_row_bytes(j.H, j.group);
+	j.xrb = j.qo->act_row_bytes(j.HK, j.group);
 	j.crb = j.qd->act_row_bytes(j.kc, j.group);
 	/* every node takes the same chunk: the smallest that fits all */
 	chunk = KT_MOE_MAX_TOKENS;

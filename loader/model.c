@@ -25,8 +25,8 @@ KT_EXPORT void kt_model_get_info(const struct kt_model *m,
 				 struct kt_model_info *info)
 {
 	memset(info, 0, sizeof(*info));
-	info->hidden = m->hidden;
-	info->inter = m->inter;
+	info->hidden = core_model_hidden_io(m);
+	info->inter = core_model_inter_io(m);
 	info->n_experts = m->n_experts;
 	info->n_layers = m->n_layers;
 	info->quant = m->quant;
@@ -34,6 +34,10 @@ KT_EXPORT void kt_model_get_info(const struct kt_model *m,
 	info->group_size = m->group_size;
 	info->expert_bytes = m->expert_bytes;
 	info->resident_bytes = m->resident_bytes;
+	info->act = m->act;
+	info->act_alpha = m->act_alpha;
+	info->act_limit = m->act_limit;
+	info->bias = m->bias != NULL;
 }
 
 KT_EXPORT int kt_model_layer_index(const struct kt_model *m, int32_t layer_id)
