@@ -51,6 +51,12 @@ int ldr_gguf_convert(const struct kt_convert_opts *o)
 			      kt_quant_name(s->quant));
 		goto out;
 	}
+	if (!ldr_gguf_src_is_plain(s)) {
+		ret = ldr_err(-EOPNOTSUPP, "%s: a .ktw holds no expert biases, activations other than silu or padded sizes (%s, H %llu, I %llu): open the GGUF file itself",
+			      o->input, s->arch, (unsigned long long)s->H,
+			      (unsigned long long)s->I);
+		goto out;
+	}
 	ret = ldr_geom_init_mix(&g, s->quant, s->quant_down, (uint32_t)s->H,
 				(uint32_t)s->I, s->lay.group);
 	if (ret)

@@ -45,6 +45,7 @@ static void release(struct kt_model *m)
 	struct gguf_model *gm = (struct gguf_model *)m;
 
 	core_mem_free(&gm->mem);
+	free(m->bias);
 	free(m->experts);
 	free(m->layer_ids);
 	free(gm);
@@ -214,16 +215,107 @@ static int plan_geometry(struct ldr_gguf_src *p)
 		return ldr_err(-EINVAL, "%s: %s.expert_used_count %llu exceeds expert_count %llu",
 			       g->path, p->arch, (unsigned long long)p->top_k,
 			       (unsigned long long)p->E);
-	if (p->H % 128)
-		return ldr_err(-EOPNOTSUPP, "%s: hidden size %s.embedding_length = %llu is not a multiple of 128, which kt's packed layout needs",
+	/* the blocks of 32 along K; kt pads to its tiles beyond that */
+	if (p->H % 32)
+		return ldr_err(-EOPNOTSUPP, "%s: hidden size %s.embedding_length = %llu is not a multiple of 32, which kt's packed layout needs",
 			       g->path, p->arch, (unsigned long long)p->H);
-	if (p->I % 128)
-		return ldr_err(-EOPNOTSUPP, "%s: expert intermediate size %s.expert_feed_forward_length = %llu is not a multiple of 128, which kt's packed layout needs",
+	if (p->I % 32)
+		return ldr_err(-EOPNOTSUPP, "%s: expert intermediate size %s.expert_feed_forward_length = %llu is not a multiple of 32, which kt's packed layout needs",
 			       g->path, p->arch, (unsigned long long)p->I);
-	if (!strcmp(p->arch, "gpt-oss"))
-		return ldr_err(-EOPNOTSUPP, "%s: gpt-oss experts (clamped SwiGLU, expert biases) are not supported yet",
-			       g->path);
+	/* llama.cpp's gpt-oss: ggml_swiglu_oai with alpha 1.702, limit 7 */
+	p->act = strcmp(p->arch, "gpt-oss") ? KT_ACT_SILU : KT_ACT_SWIGLU_OAI;
 	return 0;
+}
+
+/* The padded H or I of the tiles (K-quants: their super-block of 256). */
+static uint64_t pad_dim(const struct ldr_gguf_src *p, uint64_t v)
+{
+	unsigned int u = kern_quant_is_k(p->quant) ||
+			 kern_quant_is_k(p->quant_down) ? KERN_Q4_K_SUPER :
+			 KERN_DOWN_CHUNK;
+
+	return (v + u - 1) / u * u;
+}
+
+/* blk.@l.ffn_*_exps.bias: all three or none, f32/f16/bf16 [N, E]. */
+static int plan_bias(struct ldr_gguf_src *p, uint32_t l, uint32_t li)
+{
+	const struct ldr_gguf_tensor *t[3];
+	char name[96];
+	int id, found = 0;
+
+	for (id = 0; id < 3; id++) {
+		snprintf(name, sizeof(name), "blk.%u.ffn_%s_exps.bias", l,
+			 mat_names[id]);
+		t[id] = ldr_gguf_tensor(p->g, name);
+		found += !!t[id];
+	}
+	if (found != 3 && (found || (li && p->bias)))
+		return ldr_err(-EINVAL, "%s: layer %u has %d of the three expert bias tensors (blk.%u.ffn_{gate,up,down}_exps.bias); kt needs all or none, in every layer",
+			       p->g->path, l, found, l);
+	if (!found)
+		return 0;
+	if (li && !p->bias)
+		return ldr_err(-EINVAL, "%s: layer %u has expert biases but layer %d has none",
+			       p->g->path, l, p->layer_ids[0]);
+	if (!p->bias) {
+		p->bias = calloc(p->n_blocks, sizeof(*p->bias));
+		if (!p->bias)
+			return -ENOMEM;
+	}
+	for (id = 0; id < 3; id++) {
+		uint64_t N = id == KERN_MAT_DOWN ? p->H : p->I;
+
+		if (t[id]->n_dims != 2 || t[id]->ne[0] != N ||
+		    t[id]->ne[1] != p->E)
+			return ldr_err(-EINVAL, "%s: %.*s has shape [%llu, %llu] (%u dims), expected [%llu, %llu]",
+				       p->g->path, (int)t[id]->name.len,
+				       t[id]->name.p,
+				       (unsigned long long)t[id]->ne[0],
+				       (unsigned long long)t[id]->ne[1],
+				       t[id]->n_dims, (unsigned long long)N,
+				       (unsigned long long)p->E);
+		if (t[id]->type != LDR_GGML_F32 && t[id]->type != LDR_GGML_F16 &&
+		    t[id]->type != LDR_GGML_BF16)
+			return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads F32, F16 and BF16 biases",
+				       p->g->path, (int)t[id]->name.len,
+				       t[id]->name.p,
+				       ldr_gguf_type_name(t[id]->type));
+		p->bias[li][id] = t[id];
+	}
+	return 0;
+}
+
+static float elem_f32(uint32_t type, const uint8_t *data, size_t i)
+{
+	uint16_t h;
+	float f;
+
+	if (type == LDR_GGML_F32) {
+		memcpy(&f, data + i * 4, 4);
+		return f;
+	}
+	memcpy(&h, data + i * 2, 2);
+	return type == LDR_GGML_BF16 ? kern_bf16_to_f32(h) :
+				       kern_f16_to_f32(h);
+}
+
+void ldr_gguf_src_bias(const struct ldr_gguf_src *p, uint32_t layer,
+		       uint32_t e, float *dst)
+{
+	size_t off[3] = { 0, p->lay.inter, 2 * (size_t)p->lay.inter };
+	unsigned int id;
+	uint64_t n;
+
+	memset(dst, 0, (2 * (size_t)p->lay.inter + p->lay.hidden) * 4);
+	for (id = 0; id < 3; id++) {
+		const struct ldr_gguf_tensor *t = p->bias[layer][id];
+		uint64_t N = t->ne[0];
+
+		for (n = 0; n < N; n++)
+			dst[off[id] + n] = elem_f32(t->type, t->data,
+						    (size_t)e * N + n);
+	}
 }
 
 static int plan_layers(struct ldr_gguf_src *p)
@@ -264,6 +356,9 @@ static int plan_layers(struct ldr_gguf_src *p)
 				return ret;
 			p->t[p->n_layers][id] = t[id];
 		}
+		ret = plan_bias(p, l, p->n_layers);
+		if (ret)
+			return ret;
 		p->layer_ids[p->n_layers++] = (int32_t)l;
 	}
 	if (!p->n_layers)
@@ -392,6 +487,29 @@ static int pack_qk(const struct ldr_gguf_src *p, const struct kern_pack_layout *
 	return 0;
 }
 
+/* A float matrix through the packer's bf16 rounding, padded if need be. */
+static int pack_float(const struct ldr_gguf_src *p,
+		      const struct kern_pack_layout *l, int id, uint32_t type,
+		      const uint8_t *src, uint8_t *blob)
+{
+	enum kt_dtype dt = type == LDR_GGML_BF16 ? KT_DTYPE_BF16 :
+			   type == LDR_GGML_F16 ? KT_DTYPE_F16 : KT_DTYPE_F32;
+	size_t esz = dt == KT_DTYPE_F32 ? 4 : 2;
+	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
+	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
+	unsigned int Nt = (unsigned int)(id == KERN_MAT_DOWN ? p->H : p->I);
+	unsigned int Kt = (unsigned int)(id == KERN_MAT_DOWN ? p->I : p->H);
+	unsigned int r;
+
+	if (N == Nt && K == Kt)
+		return kern_pack_matrix(l, id, src, dt, K, blob);
+	memset(p->pad, 0, (size_t)N * K * esz);
+	for (r = 0; r < Nt; r++)
+		memcpy((uint8_t *)p->pad + (size_t)r * K * esz,
+		       src + (size_t)r * Kt * esz, (size_t)Kt * esz);
+	return kern_pack_matrix(l, id, p->pad, dt, K, blob);
+}
+
 static int pack_matrix(const struct ldr_gguf_src *p,
 		       const struct kern_pack_layout *l0, int id,
 		       const uint8_t *src, struct ldr_gguf_bufs *bf,
@@ -404,23 +522,28 @@ static int pack_matrix(const struct ldr_gguf_src *p,
 	float *sc = bf->sc;
 	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
 	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
-	unsigned int nb, r, b, j, nbk = K / 32;
+	/* the file's rows and blocks; the rest of the packed matrix is zero */
+	unsigned int Nt = (unsigned int)(id == KERN_MAT_DOWN ? p->H : p->I);
+	unsigned int Kt = (unsigned int)(id == KERN_MAT_DOWN ? p->I : p->H);
+	unsigned int nb, r, b, j, nbk = Kt / 32;
 	size_t bb = type == LDR_GGML_Q8_0 ? 34 : 18;
 
 	switch (type) {
 	case LDR_GGML_BF16:
-		return kern_pack_matrix(l, id, src, KT_DTYPE_BF16, K, blob);
 	case LDR_GGML_F16:
-		return kern_pack_matrix(l, id, src, KT_DTYPE_F16, K, blob);
 	case LDR_GGML_F32:
-		return kern_pack_matrix(l, id, src, KT_DTYPE_F32, K, blob);
+		return pack_float(p, l, id, type, src, blob);
 	case LDR_GGML_Q4_K:
 	case LDR_GGML_Q5_K:
 	case LDR_GGML_Q6_K:
+		/* multiples of 256 in the file: never padded */
 		return pack_qk(p, l, id, type, src, bf, blob, layer, e);
 	}
 	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
-		for (r = 0; r < KERN_TILE_ROWS; r++) {
+		memset(q, 0, (size_t)KERN_TILE_ROWS * K);
+		memset(sc, 0, (size_t)KERN_TILE_ROWS * (K / 32) * 4);
+		for (r = 0; r < KERN_TILE_ROWS &&
+			    nb * KERN_TILE_ROWS + r < Nt; r++) {
 			const uint8_t *row = src + ((size_t)nb *
 				KERN_TILE_ROWS + r) * nbk * bb;
 			int8_t *qr = q + (size_t)r * K;
@@ -436,7 +559,7 @@ static int pack_matrix(const struct ldr_gguf_src *p,
 						       p->layer_ids[layer], e,
 						       mat_names[id], b,
 						       nb * KERN_TILE_ROWS + r);
-				sc[(size_t)r * nbk + b] = d;
+				sc[(size_t)r * (K / 32) + b] = d;
 				if (type == LDR_GGML_Q8_0) {
 					memcpy(qr + b * 32, blk + 2, 32);
 					continue;
@@ -479,6 +602,8 @@ void ldr_gguf_src_close(struct ldr_gguf_src *p)
 	free(p->bf.dmin);
 	free(p->bf.s6);
 	free(p->bf.m6);
+	free(p->pad);
+	free(p->bias);
 	free(p->layer_ids);
 	free(p->t);
 	ldr_gguf_close((struct ldr_gguf *)p->g);
@@ -506,16 +631,23 @@ int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out)
 		ret = plan_layers(p);
 	if (!ret) {
 		ret = kern_pack_layout_mix(p->quant, p->quant_down,
-					   (unsigned int)p->H,
-					   (unsigned int)p->I, p->group,
-					   &p->lay);
+					   (unsigned int)pad_dim(p, p->H),
+					   (unsigned int)pad_dim(p, p->I),
+					   p->group, &p->lay);
 		if (ret)
 			ldr_err(ret, "%s: %s", path, p->lay.err);
 	}
 	if (ret)
 		goto err;
 	/* 16 rows of the largest matrix: K <= 2^20 */
-	kmax = p->H > p->I ? p->H : p->I;
+	kmax = p->lay.hidden > p->lay.inter ? p->lay.hidden : p->lay.inter;
+	if (!ldr_gguf_src_is_plain(p)) {
+		p->pad = malloc((size_t)p->lay.hidden * p->lay.inter * 4);
+		if (!p->pad) {
+			ret = -ENOMEM;
+			goto err;
+		}
+	}
 	p->bf.q = malloc(KERN_TILE_ROWS * kmax);
 	p->bf.sc = malloc(KERN_TILE_ROWS * kmax / 32 * sizeof(float));
 	p->bf.d = malloc(KERN_TILE_ROWS * kmax / 256 * sizeof(float) + 4);
@@ -552,8 +684,15 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	int ret;
 
 	m->ctx = ctx;
-	m->hidden = (uint32_t)p->H;
-	m->inter = (uint32_t)p->I;
+	m->hidden = l->hidden;
+	m->inter = l->inter;
+	m->hidden_io = (uint32_t)p->H;
+	m->inter_io = (uint32_t)p->I;
+	m->act = p->act;
+	if (m->act == KT_ACT_SWIGLU_OAI) {
+		m->act_alpha = KT_SWIGLU_OAI_ALPHA;
+		m->act_limit = KT_SWIGLU_OAI_LIMIT;
+	}
 	m->n_experts = (uint32_t)p->E;
 	m->n_layers = p->n_layers;
 	m->quant = p->quant;
@@ -566,6 +705,12 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	m->experts = calloc((size_t)p->n_layers * p->E, sizeof(*m->experts));
 	if (!m->layer_ids || !m->experts)
 		return -ENOMEM;
+	if (p->bias) {
+		m->bias = calloc((size_t)p->n_layers * p->E,
+				 core_model_bias_stride(m) * sizeof(float));
+		if (!m->bias)
+			return -ENOMEM;
+	}
 	memcpy(m->layer_ids, p->layer_ids, p->n_layers * sizeof(int32_t));
 	for (e = 0; e < p->E; e++)
 		n_blobs += !masked(mask, (uint32_t)e);
@@ -591,6 +736,9 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 			ret = ldr_gguf_src_pack(p, layer, e, blob);
 			if (ret)
 				return ret;
+			if (m->bias)
+				ldr_gguf_src_bias(p, layer, e,
+						  core_model_bias(m, layer, e));
 			kern_pack_mat(l, KERN_MAT_GATE, blob, &ex->gate);
 			kern_pack_mat(l, KERN_MAT_UP, blob, &ex->up);
 			kern_pack_mat(l, KERN_MAT_DOWN, blob, &ex->down);

@@ -24,7 +24,12 @@ struct ldr_gguf_bufs {
  *	every expert tensor. @n_layers MoE layers, @layer_ids their block
  *	numbers. @type: the ggml type of every gate and up tensor,
  *	@type_down of every down tensor (another block type in Q4_K_M files);
- *	@quant, @quant_down, @group and @lay: kt's layout it is repacked into.
+ *	@quant, @quant_down, @group and @lay: kt's layout it is repacked into,
+ *	whose H and I are padded to the tiles (@lay.hidden >= @H) with zero
+ *	weights where the file's are not multiples of them (gpt-oss 2880).
+ *	@act: the gated activation of the architecture (gpt-oss: the clamped
+ *	SwiGLU). @bias: [n_layers][gate, up, down] expert bias tensors
+ *	(blk.L.ffn_*_exps.bias), NULL when the file has none.
  */
 struct ldr_gguf_src {
 	const struct ldr_gguf *g;
@@ -40,7 +45,18 @@ struct ldr_gguf_src {
 	unsigned int group;
 	struct kern_pack_layout lay;
 	struct ldr_gguf_bufs bf;
+	enum kt_act act;
+	const struct ldr_gguf_tensor *(*bias)[3];
+	void *pad;	/* one matrix of a float type, padded */
 };
+
+/* Whether @s runs as plain silu(g) * u on unpadded H and I without
+ * biases (what a .ktw holds). */
+static inline bool ldr_gguf_src_is_plain(const struct ldr_gguf_src *s)
+{
+	return s->act == KT_ACT_SILU && !s->bias && s->lay.hidden == s->H &&
+	       s->lay.inter == s->I;
+}
 
 /* Open and plan @path: 0; -EINVAL, -EOPNOTSUPP, -ENOMEM with a message. */
 int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out);
@@ -49,6 +65,10 @@ int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out);
 int ldr_gguf_src_pack(struct ldr_gguf_src *s, uint32_t layer, uint32_t e,
 		      uint8_t *blob);
 void ldr_gguf_src_close(struct ldr_gguf_src *s);
+/* Expert @e of MoE layer @layer's biases as f32 into @dst (gate [lay.inter],
+ * up [lay.inter], down [lay.hidden], zero padded); @s->bias must be set. */
+void ldr_gguf_src_bias(const struct ldr_gguf_src *s, uint32_t layer,
+		       uint32_t e, float *dst);
 
 /*
  * ldr_gguf_convert() - kt_convert() of a GGUF @o->input: its expert blocks

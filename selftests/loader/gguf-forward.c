@@ -46,16 +46,18 @@ static void act_quant(float *x, unsigned int n, enum act_mode mode,
 		grp = 32;
 	if (mode == ACT_Q8_K && grp > 256)
 		grp = 256;
+	/* a last group cut short is a padded one: its zeros change nothing */
 	for (i = 0; i < n; i += grp) {
+		unsigned int len = n - i < grp ? n - i : grp;
 		float amax = 0, inv, s;
 
-		for (j = 0; j < grp; j++)
+		for (j = 0; j < len; j++)
 			amax = fmaxf(amax, fabsf(x[i + j]));
 		inv = amax > 0 ? 127.0f / amax : 0;
 		s = amax / 127.0f;
 		if (mode == ACT_Q8_0 && s > 0)
 			s = gw_h2f(gw_f2h(s));
-		for (j = 0; j < grp; j++)
+		for (j = 0; j < len; j++)
 			x[i + j] = rintf(x[i + j] * inv) * s;
 	}
 }
@@ -65,7 +67,32 @@ struct ref {
 	const struct gw_tensor *t;	/* the layer's gate, up, down */
 	uint32_t H, I, E, type, type_down;
 	enum act_mode mode, mode_down;
+	const struct gw_tensor *bias;	/* gate, up, down biases, or NULL */
+	int oai;			/* gpt-oss's clamped SwiGLU */
 };
+
+/* bias @n of expert @e of matrix @m (0 without biases) */
+static double bget(const struct ref *r, size_t data, int m, uint32_t e,
+		   uint64_t n)
+{
+	float v;
+
+	if (!r->bias)
+		return 0;
+	memcpy(&v, r->img + data + r->bias[m].off +
+	       4 * (e * r->bias[m].ne[0] + n), 4);
+	return v;
+}
+
+/* the gated activation of the architecture, in f64 */
+static double glu_ref(const struct ref *r, double g, double u)
+{
+	if (!r->oai)
+		return g / (1 + exp(-g)) * u;
+	g = fmin(g, 7.0);
+	u = fmax(fmin(u, 7.0), -7.0);
+	return g / (1 + exp(-1.702 * g)) * (u + 1);
+}
 
 /* element (n, k) of expert e of matrix m, as kt must see it */
 static double wget(const struct ref *r, size_t data, int m, uint32_t e,
@@ -99,19 +126,20 @@ static void forward_ref(const struct ref *r, size_t data, const float *x,
 			uint32_t e = (uint32_t)ids[t * K + j];
 
 			for (n = 0; n < r->I; n++) {
-				double g = 0, u = 0;
+				double g = bget(r, data, 0, e, n);
+				double u = bget(r, data, 1, e, n);
 
 				for (k = 0; k < r->H; k++) {
 					g += wget(r, data, 0, e, n, k) * xq[k];
 					u += wget(r, data, 1, e, n, k) * xq[k];
 				}
-				a[n] = (float)(g / (1 + exp(-g)) * u);
+				a[n] = (float)glu_ref(r, g, u);
 			}
 			/* the intermediate is quantized per KC = 128 chunk,
 			 * as down's type needs it */
 			act_quant(a, r->I, r->mode_down, 128);
 			for (n = 0; n < r->H; n++) {
-				double s = 0;
+				double s = bget(r, data, 2, e, n);
 
 				for (k = 0; k < r->I; k++)
 					s += wget(r, data, 2, e, n, k) * a[k];
@@ -148,6 +176,14 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 	};
 
 	snprintf(out, sizeof(out), "/tmp/kt-gguf-%d.ktw", (int)getpid());
+	/* a .ktw holds no biases, clamped SwiGLU or padding */
+	if (c.bias || !strcmp(c.arch, "gpt-oss") || c.H % 128 || c.I % 128) {
+		EXPECT_EQ(kt_convert(&co), -EOPNOTSUPP);
+		EXPECT_NE(strstr(kt_last_error(), "open the GGUF file itself"),
+			  NULL);
+		EXPECT_NE(access(out, F_OK), 0);
+		return;
+	}
 	co.quant = KT_QUANT_INT8;
 	EXPECT_EQ(kt_convert(&co), -EINVAL);
 	co.quant = 0;
@@ -259,6 +295,7 @@ static void run_mixed(struct kt_test_meta *_metadata, struct gw_cfg c,
 		EXPECT_EQ(info.hidden, c.H);
 		EXPECT_EQ(info.inter, c.I);
 		EXPECT_EQ(info.n_layers, c.L - c.dense);
+		EXPECT_EQ(info.bias, (uint32_t)!!c.bias);
 		for (li = 0; li < c.L - c.dense; li++) {
 			struct kt_moe_args a = {
 				.x = x, .ids = ids, .w = w, .y = y,
@@ -269,7 +306,10 @@ static void run_mixed(struct kt_test_meta *_metadata, struct gw_cfg c,
 			};
 			struct ref r = { b.p, &t[3 * li], c.H, c.I, c.E,
 					 c.type, c.down_type ? c.down_type :
-					 c.type, mode, mode_down };
+					 c.type, mode, mode_down,
+					 c.bias ? &t[3 * (c.L - c.dense) + 1 +
+						     3 * li] : NULL,
+					 !strcmp(c.arch, "gpt-oss") };
 
 			EXPECT_EQ(kt_model_layer_index(m, (int32_t)(c.dense +
 							      li)), (int)li);
@@ -436,6 +476,49 @@ TEST(gate_up_q4_k_down_q8_0)
 	c.L = 2;
 	run_mixed(_metadata, c, KT_QUANT_Q4_K, ACT_Q8_K, KT_QUANT_Q8_0,
 		  ACT_Q8_0);
+}
+
+/*
+ * gpt-oss: H and I multiples of 32 but not of 128 (padded to the tiles),
+ * expert biases, the clamped SwiGLU; the blocks of each type kept.
+ */
+static const struct gw_cfg oss = {
+	.arch = "gpt-oss", .H = 160, .I = 96, .E = 5, .k = K, .L = 2,
+	.seed = 23, .bias = 1,
+};
+
+TEST(gpt_oss_q8_0_padded_with_biases)
+{
+	struct gw_cfg c = oss;
+
+	c.type = GW_Q8_0;
+	run_type(_metadata, c, KT_QUANT_Q8_0, ACT_Q8_0);
+}
+
+TEST(gpt_oss_q4_0_padded_with_biases)
+{
+	struct gw_cfg c = oss;
+
+	c.type = GW_Q4_0;
+	run_type(_metadata, c, KT_QUANT_INT4, ACT_INT4);
+}
+
+TEST(gpt_oss_bf16_padded_with_biases)
+{
+	struct gw_cfg c = oss;
+
+	c.type = GW_BF16;
+	run_type(_metadata, c, KT_QUANT_BF16, ACT_BF16);
+}
+
+/* biases without the gpt-oss activation (a qwen3moe file with them) */
+TEST(qwen3moe_q8_0_padded_biases)
+{
+	struct gw_cfg c = oss;
+
+	c.arch = "qwen3moe";
+	c.type = GW_Q8_0;
+	run_type(_metadata, c, KT_QUANT_Q8_0, ACT_Q8_0);
 }
 
 TEST_HARNESS_MAIN

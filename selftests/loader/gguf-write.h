@@ -9,6 +9,7 @@
 #define KT_SELFTESTS_LOADER_GGUF_WRITE_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ enum gw_bad {
 	GW_ARR_LEN, GW_STRLEN, GW_NDIMS0, GW_NDIMS5, GW_DIM0, GW_DIM_OVF,
 	GW_TTYPE, GW_TTYPE_GONE, GW_BLOCK, GW_OFF_ALIGN, GW_OFF_PAST,
 	GW_OVERLAP, GW_DUP_NAME, GW_DUP_KEY, GW_ALIGN_NPOT, GW_ALIGN_TYPE,
+	GW_BIAS_MISSING, GW_BIAS_SHAPE, GW_BIAS_TYPE,
 	GW_BAD_COUNT,
 };
 
@@ -41,6 +43,7 @@ struct gw_cfg {
 	uint64_t seed;
 	enum gw_bad bad;
 	int no_ffl;		/* leave out expert_feed_forward_length */
+	int bias;		/* expert biases, F32 in [-2, 2] (gpt-oss) */
 };
 
 struct gw_buf {
@@ -357,10 +360,12 @@ struct gw_tensor {
 };
 
 /*
- * Build the file image of @c into @b; @t (room for 3 * L + 1) receives the
+ * Build the file image of @c into @b; @t (room for 6 * L + 1) receives the
  * tensors, *@data_off the start of the data region. The experts of layer
- * l >= dense are blk.l.ffn_{gate,up,down}_exps.weight; token_embd.weight
- * (F32 [H, 2]) is an extra non-expert tensor.
+ * l >= dense are blk.l.ffn_{gate,up,down}_exps.weight (t[3 * (l - dense)
+ * + m]); token_embd.weight (F32 [H, 2]) is an extra non-expert tensor;
+ * with @c->bias, blk.l.ffn_{gate,up,down}_exps.bias (F32 [I or H, E])
+ * follow it.
  */
 static inline void gw_build(const struct gw_cfg *c, struct gw_buf *b,
 			    struct gw_tensor *t, size_t *n_t,
@@ -394,6 +399,24 @@ static inline void gw_build(const struct gw_cfg *c, struct gw_buf *b,
 	t[n].ne[1] = 2;
 	t[n].ne[2] = 1;
 	t[n++].type = GW_F32;
+	for (l = c->dense; c->bias && l < c->L; l++) {
+		for (i = 0; i < 3; i++) {
+			bool last = l == c->L - 1 && i == 2;
+
+			if (last && c->bad == GW_BIAS_MISSING)
+				continue;
+			snprintf(t[n].name, sizeof(t[n].name),
+				 "blk.%u.ffn_%s_exps.bias", l, mats[i]);
+			t[n].n_dims = 2;
+			t[n].ne[0] = (i == 2 ? c->H : c->I) +
+				     (last && c->bad == GW_BIAS_SHAPE) * 32;
+			t[n].ne[1] = c->E;
+			t[n].ne[2] = 1;
+			/* Q8_0 where an F32 belongs */
+			t[n++].type = last && c->bad == GW_BIAS_TYPE ?
+				      GW_Q8_0 : GW_F32;
+		}
+	}
 	for (j = 0; j < n; j++) {
 		t[j].off = off;
 		t[j].bytes = gw_type_bytes(t[j].type,
@@ -497,9 +520,21 @@ static inline void gw_build(const struct gw_cfg *c, struct gw_buf *b,
 		}
 		z = b->p + b->len;
 		memset(z, 0, off);
-		for (j = 0; j < n; j++)
-			gw_fill(z + t[j].off, t[j].type,
-				t[j].ne[0] * t[j].ne[1] * t[j].ne[2], &s);
+		for (j = 0; j < n; j++) {
+			uint64_t ne = t[j].ne[0] * t[j].ne[1] * t[j].ne[2], i2;
+
+			gw_fill(z + t[j].off, t[j].type, ne, &s);
+			/* biases of a size that moves the activation */
+			for (i2 = 0; strstr(t[j].name, ".bias") &&
+				     t[j].type == GW_F32 && i2 < ne;
+			     i2++) {
+				float v;
+
+				memcpy(&v, z + t[j].off + 4 * i2, 4);
+				v *= 50.0f;
+				memcpy(z + t[j].off + 4 * i2, &v, 4);
+			}
+		}
 		b->len = total;
 	}
 	*n_t = n;

@@ -245,15 +245,37 @@ TEST(model_refusals_name_the_reason)
 	TH_LOG("%s", kt_last_error());
 	EXPECT_NE(strstr(kt_last_error(), "ffn_down_exps.weight is Q6_K"), NULL);
 	EXPECT_NE(strstr(kt_last_error(), "BF16"), NULL);
+	/* expert biases: all three in every layer, [N, E], a float type */
+	c = small;
+	c.bias = 1;
+	c.L = 2;
+	c.bad = GW_BIAS_MISSING;
+	EXPECT_EQ(open_cfg(ctx, &c, &m), -EINVAL);
+	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), "layer 1 has 2 of the three"), NULL);
+	c.bad = GW_BIAS_SHAPE;
+	EXPECT_EQ(open_cfg(ctx, &c, &m), -EINVAL);
+	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), "ffn_down_exps.bias has shape"),
+		  NULL);
+	c.bad = GW_BIAS_TYPE;
+	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
+	EXPECT_NE(strstr(kt_last_error(), "F32, F16 and BF16 biases"), NULL);
+	/* multiples of 32 are padded to the tiles; others are refused */
 	c = small;
 	c.arch = "gpt-oss";
-	c.H = 2880;
-	c.I = 2880;
+	c.H = 2896;
+	c.I = 64;
 	c.L = 1;
 	c.type = GW_F32;
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
 	TH_LOG("%s", kt_last_error());
-	EXPECT_NE(strstr(kt_last_error(), "embedding_length = 2880"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "embedding_length = 2896"), NULL);
+	c.H = 128;
+	c.I = 80;
+	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
+	EXPECT_NE(strstr(kt_last_error(), "expert_feed_forward_length = 80"),
+		  NULL);
 	c = small;
 	c.arch = "llama";
 	c.dense = 2;		/* no layer left with experts */
