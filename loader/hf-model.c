@@ -3,7 +3,8 @@
  * hf-model.c - kt_model_open() on a Hugging Face checkpoint folder: the
  * experts packed at load time, layer by layer on all of the context's
  * workers, straight into the model's node-placed memory. No file is
- * written (Documentation/loading.md).
+ * written (Documentation/loading.md). GPT-OSS's experts come with their
+ * biases, the clamped SwiGLU and H and I padded to the tiles.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -37,6 +38,7 @@ static void release(struct kt_model *m)
 	struct hf_model *hm = (struct hf_model *)m;
 
 	core_mem_free(&hm->mem);
+	free(m->bias);
 	free(m->experts);
 	free(m->layer_ids);
 	free(hm);
@@ -47,6 +49,7 @@ struct hf_job {
 	struct kt_ctx *ctx;
 	const struct ldr_hf_src *src;
 	struct ldr_hf_scratch *scr;	/* [workers] */
+	struct kt_model *m;		/* its biases, where it has them */
 	uint8_t **dst;			/* [n_layers * E], NULL: masked */
 	uint64_t base;			/* the layer's first entry */
 	uint32_t n_experts;
@@ -76,6 +79,10 @@ static void layer_job(void *arg, const struct core_worker_info *w)
 		if (e + j->ahead < j->n_experts && j->dst[i + j->ahead])
 			ldr_hf_prefetch(j->src, i + j->ahead);
 		ret = ldr_hf_pack_expert(j->src, sc, i, j->dst[i]);
+		if (!ret && j->m->bias)
+			ldr_hf_expert_bias(j->src, i, core_model_bias(j->m,
+				(uint32_t)(i / j->n_experts),
+				(uint32_t)(i % j->n_experts)));
 		if (ret) {
 			/* kt_last_error() is this worker's: copy it out */
 			pthread_mutex_lock(&j->lock);
@@ -106,11 +113,11 @@ static int layer_exec(struct kt_ctx *ctx, void *arg)
 }
 
 static int pack_all(struct kt_ctx *ctx, const struct ldr_hf_src *s,
-		    const struct kt_model_opts *o, uint8_t **dst,
-		    uint64_t present)
+		    const struct kt_model_opts *o, struct kt_model *m,
+		    uint8_t **dst, uint64_t present)
 {
 	unsigned int nw = kt_ctx_threads(ctx), w;
-	struct hf_job j = { .ctx = ctx, .src = s, .dst = dst,
+	struct hf_job j = { .ctx = ctx, .src = s, .m = m, .dst = dst,
 			    .n_experts = s->cfg.n_experts,
 			    .ahead = nw ? nw : 1 };
 	uint64_t done = 0;
@@ -160,8 +167,16 @@ static int build(struct kt_ctx *ctx, const struct ldr_hf_src *s,
 	int ret;
 
 	m->ctx = ctx;
-	m->hidden = s->cfg.hidden;
-	m->inter = s->cfg.inter;
+	/* the packed sizes; GPT-OSS's own ones are padded to them */
+	m->hidden = l->hidden;
+	m->inter = l->inter;
+	if (!ldr_hf_src_is_plain(s)) {
+		m->hidden_io = s->cfg.hidden;
+		m->inter_io = s->cfg.inter;
+		m->act = KT_ACT_SWIGLU_OAI;
+		m->act_alpha = KT_SWIGLU_OAI_ALPHA;
+		m->act_limit = s->cfg.swiglu_limit;
+	}
 	m->n_experts = E;
 	m->n_layers = s->n_layers;
 	m->quant = (enum kt_quant)l->quant;
@@ -173,7 +188,10 @@ static int build(struct kt_ctx *ctx, const struct ldr_hf_src *s,
 	m->layer_ids = calloc(s->n_layers, sizeof(*m->layer_ids));
 	m->experts = calloc(n, sizeof(*m->experts));
 	dst = calloc(n, sizeof(*dst));
-	if (!m->layer_ids || !m->experts || !dst) {
+	if (!ldr_hf_src_is_plain(s))
+		m->bias = calloc(n, core_model_bias_stride(m) * sizeof(float));
+	if (!m->layer_ids || !m->experts || !dst ||
+	    (!ldr_hf_src_is_plain(s) && !m->bias)) {
 		free(dst);
 		return -ENOMEM;
 	}
@@ -198,7 +216,7 @@ static int build(struct kt_ctx *ctx, const struct ldr_hf_src *s,
 		if (!ldr_masked(o->expert_mask, o->layer_masks, E,
 				(uint32_t)(i / E), (uint32_t)(i % E)))
 			dst[i] = hm->mem.base + b++ * stride;
-	ret = pack_all(ctx, s, o, dst, b);
+	ret = pack_all(ctx, s, o, m, dst, b);
 	for (i = 0; i < n && !ret; i++) {
 		struct core_expert *ex = &m->experts[i];
 
@@ -228,7 +246,8 @@ int ldr_hf_model_open(struct kt_ctx *ctx, const char *path,
 	if (o->flags & KT_MODEL_F_MMAP)
 		return ldr_err(-EOPNOTSUPP, "%s: KT_MODEL_F_MMAP needs a .ktw: a checkpoint folder is packed at load",
 			       path);
-	ret = ldr_hf_src_open(path, o->quant, o->group_size, 0, -1, &s);
+	ret = ldr_hf_src_open_flags(path, o->quant, o->group_size, 0, -1,
+				    LDR_HF_F_ANY, &s);
 	if (ret)
 		return ret;
 	hm = calloc(1, sizeof(*hm));

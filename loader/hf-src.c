@@ -3,9 +3,13 @@
  * hf-src.c - the routed experts of a Hugging Face checkpoint: every tensor
  * found and checked before anything is packed, then one expert at a time
  * packed by the kernels' packer straight from the mapped shards. Shared by
- * kt_convert() and kt_model_open() on a folder.
+ * kt_convert() and kt_model_open() on a folder. GPT-OSS keeps each layer's
+ * experts stacked in one tensor per matrix, gate and up fused: each expert
+ * is a view of its slice, de-interleaved, transposed and padded to the
+ * tiles as it is packed.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +24,7 @@
 #include "loader/fp8.h"
 #include "loader/hf-src.h"
 
-enum { STYLE_MLP, STYLE_MIXTRAL };
+enum { STYLE_MLP, STYLE_MIXTRAL, STYLE_OSS };
 
 /* Matrix names per naming style, in enum kern_mat_id order. */
 static const char *const style_mat[2][3] = {
@@ -30,6 +34,13 @@ static const char *const style_mat[2][3] = {
 static const char *const style_block[2] = {
 	[STYLE_MLP] = "mlp", [STYLE_MIXTRAL] = "block_sparse_moe",
 };
+
+/* GPT-OSS's stacked experts: *layers.L.mlp.experts.gate_up_proj... */
+static bool is_oss_name(const char *q)
+{
+	return !strncmp(q, ".mlp.experts.gate_up_proj", 25) ||
+	       !strncmp(q, ".mlp.experts.down_proj", 22);
+}
 
 /* Find the name prefix and naming style from any expert tensor. */
 static int find_style(struct ldr_hf_src *c)
@@ -50,6 +61,13 @@ static int find_style(struct ldr_hf_src *c)
 			}
 			while (*q >= '0' && *q <= '9')
 				q++;
+			if (q > p + 7 && is_oss_name(q) &&
+			    (size_t)(p - name) < sizeof(c->prefix)) {
+				memcpy(c->prefix, name, (size_t)(p - name));
+				c->prefix[p - name] = '\0';
+				c->style = STYLE_OSS;
+				goto found;
+			}
 			for (s = 0; s < 2; s++) {
 				snprintf(want, sizeof(want), ".%s.experts.",
 					 style_block[s]);
@@ -58,14 +76,21 @@ static int find_style(struct ldr_hf_src *c)
 					memcpy(c->prefix, name, (size_t)(p - name));
 					c->prefix[p - name] = '\0';
 					c->style = s;
-					return 0;
+					goto found;
 				}
 			}
 			p++;
 		}
 	}
-	return ldr_err(-EINVAL, "%s: no routed expert tensors (looked for *layers.L.mlp.experts.E.gate_proj.weight and *layers.L.block_sparse_moe.experts.E.w1.weight)",
+	return ldr_err(-EINVAL, "%s: no routed expert tensors (looked for *layers.L.mlp.experts.E.gate_proj.weight, *layers.L.block_sparse_moe.experts.E.w1.weight and GPT-OSS's *layers.L.mlp.experts.gate_up_proj)",
 		       c->ck->source);
+found:
+	if ((c->style == STYLE_OSS) != c->cfg.gpt_oss)
+		return ldr_err(-EINVAL, c->cfg.gpt_oss ?
+			       "%s: model_type is gpt_oss but the expert tensors are not GPT-OSS's stacked *layers.L.mlp.experts.gate_up_proj" :
+			       "%s: stacked GPT-OSS expert tensors (*layers.L.mlp.experts.gate_up_proj), but config.json's model_type is not gpt_oss",
+			       c->ck->source);
+	return 0;
 }
 
 static int check_shape(const struct ldr_st_tensor *t, uint64_t rows,
@@ -249,8 +274,11 @@ static bool is_fp8_chan(const struct ldr_hf_src *c)
 int ldr_hf_default_quant(const struct ldr_hf_src *c)
 {
 	char name[512];
-	const struct ldr_st_tensor *w = first_gate(c, name, sizeof(name));
+	const struct ldr_st_tensor *w;
 
+	if (c->cfg.gpt_oss)
+		return c->cfg.mxfp4 ? KT_QUANT_MXFP4 : KT_QUANT_BF16;
+	w = first_gate(c, name, sizeof(name));
 	if (c->cfg.int4_group)
 		return KT_QUANT_INT4;
 	if (w && w->dtype == LDR_ST_F8_E4M3 &&
@@ -312,8 +340,17 @@ static int plan_layout(struct ldr_hf_src *c, int quant, uint32_t group_size)
 {
 	uint32_t group = (quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8) &&
 			 !group_size ? 128 : group_size;
+	uint32_t H = c->cfg.hidden, I = c->cfg.inter;
 	int ret;
 
+	if (c->cfg.gpt_oss) {
+		/* zero weights to the tiles (K-quants: their super-block) */
+		uint32_t u = kern_quant_is_k((enum kt_quant)quant) ?
+			     KERN_Q4_K_SUPER : KERN_DOWN_CHUNK;
+
+		H = (H + u - 1) / u * u;
+		I = (I + u - 1) / u * u;
+	}
 	if (c->cfg.int4_group && quant == KT_QUANT_INT4) {
 		/* kept as they are: the checkpoint's group */
 		if (group_size && group_size != c->cfg.int4_group)
@@ -322,25 +359,159 @@ static int plan_layout(struct ldr_hf_src *c, int quant, uint32_t group_size)
 				       c->cfg.int4_group);
 		group = c->cfg.int4_group;
 	}
-	c->fp8_chan = is_fp8_chan(c);
+	c->fp8_chan = !c->cfg.gpt_oss && is_fp8_chan(c);
 	/* --method fp8 keeps per-row scales as they are */
 	if (c->fp8_chan && quant == KT_QUANT_FP8)
 		group = KT_GROUP_CHANNEL;
-	ret = ldr_geom_init(&c->geom, quant, c->cfg.hidden, c->cfg.inter,
-			    group);
+	ret = ldr_geom_init(&c->geom, quant, H, I, group);
 	if (ret) {
 		char msg[512];
 
 		snprintf(msg, sizeof(msg), "%s", kt_last_error());
 		return ldr_err(ret, "%s/config.json: %s", c->dir, msg);
 	}
-	kern_pack_layout((enum kt_quant)quant, c->cfg.hidden, c->cfg.inter,
-			 group, &c->lay);
+	kern_pack_layout((enum kt_quant)quant, H, I, group, &c->lay);
 	return 0;
 }
 
-int ldr_hf_src_open(const char *dir, int quant, uint32_t group_size,
-		    int32_t first, int32_t last, struct ldr_hf_src **out)
+/* GPT-OSS's six tensors of a layer, in views[] order. */
+enum { OSS_GU, OSS_GU_SCALES, OSS_GU_BIAS, OSS_DOWN, OSS_DOWN_SCALES,
+       OSS_DOWN_BIAS, OSS_N };
+
+static const char *const oss_names[2][OSS_N] = {
+	{ "gate_up_proj", NULL, "gate_up_proj_bias",
+	  "down_proj", NULL, "down_proj_bias" },
+	{ "gate_up_proj_blocks", "gate_up_proj_scales", "gate_up_proj_bias",
+	  "down_proj_blocks", "down_proj_scales", "down_proj_bias" },
+};
+
+static void fmt_shape(char *buf, size_t len, unsigned int n,
+		      const uint64_t *d)
+{
+	size_t at = 0;
+	unsigned int i;
+
+	buf[0] = '\0';
+	for (i = 0; i < n && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%llu",
+				       i ? ", " : "", (unsigned long long)d[i]);
+}
+
+/* One stacked tensor: U8 (@u8) or BF16/F16/F32, shape @want[@nd]. */
+static int oss_check(const struct ldr_st_tensor *t, bool u8, unsigned int nd,
+		     const uint64_t *want)
+{
+	char a[128], b[128];
+	unsigned int i;
+	bool ok = t->ndim == nd;
+
+	if (u8 && t->dtype != LDR_ST_U8)
+		return ldr_err(-EINVAL, "%s: tensor %s: dtype %s, expected U8",
+			       t->file->path, t->name, t->dtype_name);
+	if (!u8 && t->dtype != LDR_ST_BF16 && t->dtype != LDR_ST_F16 &&
+	    t->dtype != LDR_ST_F32)
+		return ldr_err(-EINVAL, "%s: tensor %s: unsupported dtype %s (BF16, F16 or F32)",
+			       t->file->path, t->name, t->dtype_name);
+	for (i = 0; ok && i < nd; i++)
+		ok = t->shape[i] == want[i];
+	if (ok)
+		return 0;
+	fmt_shape(a, sizeof(a), t->ndim, t->shape);
+	fmt_shape(b, sizeof(b), nd, want);
+	return ldr_err(-EINVAL, "%s: tensor %s: shape [%s], expected [%s]",
+		       t->file->path, t->name, a, b);
+}
+
+/* Expert @e's slice of the stacked @t ([E, ...]) as a tensor of its own. */
+static void oss_view(struct ldr_st_tensor *v, const struct ldr_st_tensor *t,
+		     uint32_t e, uint32_t E)
+{
+	uint64_t per = t->len / E;
+
+	*v = *t;
+	v->ndim = t->ndim - 1;
+	memmove(v->shape, t->shape + 1, v->ndim * sizeof(v->shape[0]));
+	v->off = t->off + e * per;
+	v->data = t->data + e * per;
+	v->len = per;
+}
+
+/*
+ * Every layer's stacked experts, checked: the BF16 release (x @ W, so
+ * gate_up_proj [E, H, 2I], down_proj [E, I, H]) or the MXFP4 one (rows
+ * of 32-weight blocks along K: gate_up_proj_blocks [E, 2I, H/32, 16] with
+ * E8M0 scales [E, 2I, H/32], down_proj_blocks [E, H, I/32, 16]), biases
+ * [E, 2I] and [E, H] in both.
+ */
+static int plan_oss(struct ldr_hf_src *c)
+{
+	uint64_t E = c->cfg.n_experts, H = c->cfg.hidden, I = c->cfg.inter;
+	bool mx = c->cfg.mxfp4;
+	const uint64_t shapes[2][OSS_N][4] = {
+		{ { E, H, 2 * I }, { 0 }, { E, 2 * I },
+		  { E, I, H }, { 0 }, { E, H } },
+		{ { E, 2 * I, H / 32, 16 }, { E, 2 * I, H / 32 }, { E, 2 * I },
+		  { E, H, I / 32, 16 }, { E, H, I / 32 }, { E, H } },
+	};
+	const unsigned int ndims[2][OSS_N] = { { 3, 0, 2, 3, 0, 2 },
+					       { 4, 3, 2, 4, 3, 2 } };
+	const struct ldr_st_tensor *t[OSS_N];
+	char name[512];
+	uint32_t l, e;
+	int j, id, ret;
+
+	c->mats = calloc((size_t)c->n_layers * E * 3, sizeof(*c->mats));
+	c->views = calloc((size_t)c->n_layers * E * OSS_N,
+			  sizeof(*c->views));
+	if (!c->mats || !c->views)
+		return -ENOMEM;
+	for (l = 0; l < c->n_layers; l++) {
+		for (j = 0; j < OSS_N; j++) {
+			t[j] = NULL;
+			if (!oss_names[mx][j])
+				continue;
+			snprintf(name, sizeof(name), "%slayers.%d.mlp.experts.%s",
+				 c->prefix, c->layer_ids[l], oss_names[mx][j]);
+			t[j] = ldr_ckpt_find(c->ck, name);
+			if (!t[j])
+				return ldr_err(-EINVAL, "%s: missing tensor %s (%s)",
+					       c->ck->source, name,
+					       j == OSS_GU_BIAS || j == OSS_DOWN_BIAS ?
+					       "GPT-OSS experts have biases" :
+					       j == OSS_GU_SCALES || j == OSS_DOWN_SCALES ?
+					       "the E8M0 scales of the MXFP4 blocks" :
+					       mx ? "config.json's quantization_config says mxfp4" :
+					       "the BF16 release of GPT-OSS");
+			ret = oss_check(t[j], mx && (j == OSS_GU || j == OSS_DOWN ||
+						     j == OSS_GU_SCALES ||
+						     j == OSS_DOWN_SCALES),
+					ndims[mx][j], shapes[mx][j]);
+			if (ret)
+				return ret;
+		}
+		for (e = 0; e < E; e++) {
+			uint64_t i = (uint64_t)l * E + e;
+			struct ldr_st_tensor *v = &c->views[i * OSS_N];
+			struct ldr_hf_mat *m = &c->mats[i * 3];
+
+			for (j = 0; j < OSS_N; j++)
+				if (t[j])
+					oss_view(&v[j], t[j], e, (uint32_t)E);
+			for (id = 0; id < 3; id++) {
+				int b = id == KERN_MAT_DOWN ? OSS_DOWN : OSS_GU;
+
+				m[id].w = &v[b];
+				m[id].mx = mx ? &v[b + 1] : NULL;
+				m[id].bias = &v[b + 2];
+			}
+		}
+	}
+	return 0;
+}
+
+int ldr_hf_src_open_flags(const char *dir, int quant, uint32_t group_size,
+			  int32_t first, int32_t last, unsigned int flags,
+			  struct ldr_hf_src **out)
 {
 	struct ldr_hf_src *c = calloc(1, sizeof(*c));
 	int ret;
@@ -363,6 +534,9 @@ int ldr_hf_src_open(const char *dir, int quant, uint32_t group_size,
 			goto err;
 	}
 	ret = ldr_hfconfig_load(dir, &c->cfg);
+	if (!ret && !(flags & LDR_HF_F_ANY) && !ldr_hf_src_is_plain(c))
+		ret = ldr_err(-EOPNOTSUPP, "%s: a .ktw cannot hold GPT-OSS experts (expert biases, the clamped SwiGLU, H %u and I %u padded to kt's tiles): open the folder itself, kt_model_open() packs it at load",
+			      dir, c->cfg.hidden, c->cfg.inter);
 	if (!ret)
 		ret = ldr_ckpt_open(dir, &c->ck);
 	if (!ret)
@@ -375,7 +549,7 @@ int ldr_hf_src_open(const char *dir, int quant, uint32_t group_size,
 		quant = ldr_hf_default_quant(c);
 	ret = plan_layout(c, quant, group_size);
 	if (!ret)
-		ret = plan_mats(c);
+		ret = c->cfg.gpt_oss ? plan_oss(c) : plan_mats(c);
 	if (ret)
 		goto err;
 	*out = c;
@@ -385,10 +559,23 @@ err:
 	return ret;
 }
 
+int ldr_hf_src_open(const char *dir, int quant, uint32_t group_size,
+		    int32_t first, int32_t last, struct ldr_hf_src **out)
+{
+	return ldr_hf_src_open_flags(dir, quant, group_size, first, last, 0,
+				     out);
+}
+
+bool ldr_hf_src_is_plain(const struct ldr_hf_src *c)
+{
+	return !c->cfg.gpt_oss;
+}
+
 void ldr_hf_src_close(struct ldr_hf_src *c)
 {
 	if (!c)
 		return;
+	free(c->views);
 	free(c->mats);
 	free(c->layer_ids);
 	ldr_ckpt_close(c->ck);
@@ -399,7 +586,10 @@ void ldr_hf_src_close(struct ldr_hf_src *c)
 
 int ldr_hf_scratch_init(const struct ldr_hf_src *s, struct ldr_hf_scratch *sc)
 {
-	size_t n = (size_t)s->cfg.hidden * s->cfg.inter;
+	/* the packed sizes: GPT-OSS's matrices are padded here */
+	size_t n = (size_t)s->lay.hidden * s->lay.inter;
+	size_t kmax = s->lay.hidden > s->lay.inter ? s->lay.hidden :
+						     s->lay.inter;
 
 	/* untouched pages cost nothing: only the paths that need a
 	 * matrix-sized buffer (FP8 dequant, unaligned rows) touch it */
@@ -407,7 +597,11 @@ int ldr_hf_scratch_init(const struct ldr_hf_src *s, struct ldr_hf_scratch *sc)
 	/* values (one byte each), then [K/G][N] f32 scales */
 	sc->q4 = s->cfg.int4_group ? malloc(n + 64 + n / s->cfg.int4_group * 4) :
 		 NULL;
-	if (!sc->f32 || (s->cfg.int4_group && !sc->q4)) {
+	/* 16 rows of codes, then their E8M0 bytes */
+	sc->mx = s->cfg.mxfp4 ? malloc(KERN_TILE_ROWS * (kmax + kmax / 32)) :
+		 NULL;
+	if (!sc->f32 || (s->cfg.int4_group && !sc->q4) ||
+	    (s->cfg.mxfp4 && !sc->mx)) {
 		ldr_hf_scratch_free(sc);
 		return ldr_err(-ENOMEM, "out of memory for packing buffers");
 	}
@@ -418,8 +612,10 @@ void ldr_hf_scratch_free(struct ldr_hf_scratch *sc)
 {
 	free(sc->f32);
 	free(sc->q4);
+	free(sc->mx);
 	sc->f32 = NULL;
 	sc->q4 = NULL;
+	sc->mx = NULL;
 }
 
 /*
@@ -521,11 +717,165 @@ static int pack_mat(const struct ldr_hf_src *c, struct ldr_hf_scratch *s,
 	return kern_pack_matrix(&c->lay, id, t->data, dt, t->shape[1], dst);
 }
 
+/* Element @i of a BF16, F16 or F32 tensor (view), as f32. */
+static float oss_elem(const struct ldr_st_tensor *t, size_t i)
+{
+	uint16_t h;
+	float f;
+
+	if (t->dtype == LDR_ST_F32) {
+		memcpy(&f, t->data + i * 4, 4);
+		return f;
+	}
+	memcpy(&h, t->data + i * 2, 2);
+	return t->dtype == LDR_ST_BF16 ? kern_bf16_to_f32(h) :
+					 kern_f16_to_f32(h);
+}
+
+/*
+ * The BF16 release's matrices are x @ W: column n of a [K][@cols] slice
+ * (gate_up: column 2n + @half) is kt's row n. @out[n][k] (rows @Kp apart)
+ * for n < @N, k < @K, read in tiles of 32 x 32 so that neither side
+ * strides through more than 32 cache lines.
+ */
+static void oss_transpose(const struct ldr_st_tensor *t, uint64_t cols,
+			  unsigned int step, unsigned int half, uint32_t N,
+			  uint32_t K, float *out, uint32_t Kp)
+{
+	uint32_t n0, k0, n, k;
+
+	for (k0 = 0; k0 < K; k0 += 32)
+		for (n0 = 0; n0 < N; n0 += 32) {
+			uint32_t n1 = n0 + 32 < N ? n0 + 32 : N;
+			uint32_t k1 = k0 + 32 < K ? k0 + 32 : K;
+
+			for (k = k0; k < k1; k++) {
+				size_t row = (size_t)k * cols + half;
+
+				for (n = n0; n < n1; n++)
+					out[(size_t)n * Kp + k] =
+						oss_elem(t, row + (size_t)n * step);
+			}
+		}
+}
+
+/* E2M1 codes 0..15 (OCP MX: 0, 0.5, 1, 1.5, 2, 3, 4, 6, then negated). */
+static const float e2m1[16] = {
+	0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+	-0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
+};
+
+/*
+ * MXFP4 row @r of a [rows][K/32][16] blocks view with scales [rows][K/32]
+ * dequantized into @out[0, K): byte j of a block holds element 2j in its
+ * low nibble and 2j + 1 in its high one, w = e2m1 * 2^(scale - 127).
+ * Return: 0; -EINVAL a scale of 255 (E8M0 NaN), named.
+ */
+static int oss_mx_row(const struct ldr_hf_src *c, const struct ldr_hf_mat *m,
+		      uint64_t i, uint64_t r, uint32_t K, float *out)
+{
+	const uint8_t *b = m->w->data + r * (K / 2);
+	const uint8_t *sc = m->mx->data + r * (K / 32);
+	uint32_t g, j;
+
+	for (g = 0; g < K / 32; g++, b += 16) {
+		float f;
+
+		if (sc[g] == 255)
+			return ldr_err(-EINVAL, "%s: tensor %s: expert %u, row %llu, block %u: scale 255 is E8M0's NaN",
+				       m->mx->file->path, m->mx->name,
+				       (unsigned int)(i % c->cfg.n_experts),
+				       (unsigned long long)r, g);
+		f = ldexpf(1.0f, (int)sc[g] - 127);
+		for (j = 0; j < 16; j++) {
+			out[g * 32 + 2 * j] = e2m1[b[j] & 15] * f;
+			out[g * 32 + 2 * j + 1] = e2m1[b[j] >> 4] * f;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Matrix @id of GPT-OSS expert @i as kt's row-major [Np][Kp] f32 in
+ * @out, zero past the checkpoint's own N x K.
+ */
+static int oss_to_f32(const struct ldr_hf_src *c, uint64_t i,
+		      enum kern_mat_id id, float *out)
+{
+	const struct ldr_hf_mat *m = &c->mats[i * 3 + id];
+	uint32_t H = c->cfg.hidden, I = c->cfg.inter;
+	uint32_t N = id == KERN_MAT_DOWN ? H : I, K = id == KERN_MAT_DOWN ? I : H;
+	uint32_t Np = id == KERN_MAT_DOWN ? c->lay.hidden : c->lay.inter;
+	uint32_t Kp = id == KERN_MAT_DOWN ? c->lay.inter : c->lay.hidden;
+	uint32_t n;
+	int ret;
+
+	for (n = 0; n < N; n++)
+		memset(out + (size_t)n * Kp + K, 0, (size_t)(Kp - K) * 4);
+	memset(out + (size_t)N * Kp, 0, (size_t)(Np - N) * Kp * 4);
+	if (!m->mx) {
+		if (id == KERN_MAT_DOWN)	/* [I][H] */
+			oss_transpose(m->w, H, 1, 0, N, K, out, Kp);
+		else				/* [H][2I] */
+			oss_transpose(m->w, 2 * (uint64_t)I, 2, id, N, K, out,
+				      Kp);
+		return 0;
+	}
+	for (n = 0; n < N; n++) {
+		ret = oss_mx_row(c, m, i, id == KERN_MAT_DOWN ? n : 2 * n + id,
+				 K, out + (size_t)n * Kp);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int pack_oss(const struct ldr_hf_src *c, struct ldr_hf_scratch *s,
+		    uint64_t i, enum kern_mat_id id, uint8_t *dst)
+{
+	uint32_t Kp = id == KERN_MAT_DOWN ? c->lay.inter : c->lay.hidden;
+	int ret;
+
+	ret = oss_to_f32(c, i, id, s->f32);
+	if (ret)
+		return ret;
+	ret = kern_pack_matrix(&c->lay, id, s->f32, KT_DTYPE_F32, Kp, dst);
+	if (ret)
+		return ldr_err(ret, "packing %s of expert %u failed: %s",
+			       c->mats[i * 3 + id].w->name,
+			       (unsigned int)(i % c->cfg.n_experts),
+			       strerror(-ret));
+	return 0;
+}
+
+void ldr_hf_expert_bias(const struct ldr_hf_src *c, uint64_t i, float *dst)
+{
+	const struct ldr_hf_mat *m = &c->mats[i * 3];
+	size_t Ip = c->lay.inter, n;
+
+	memset(dst, 0, (2 * Ip + c->lay.hidden) * sizeof(float));
+	if (!c->cfg.gpt_oss)
+		return;
+	/* gate_up_proj_bias interleaves as gate_up_proj does */
+	for (n = 0; n < c->cfg.inter; n++) {
+		dst[n] = oss_elem(m[KERN_MAT_GATE].bias, 2 * n);
+		dst[Ip + n] = oss_elem(m[KERN_MAT_GATE].bias, 2 * n + 1);
+	}
+	for (n = 0; n < c->cfg.hidden; n++)
+		dst[2 * Ip + n] = oss_elem(m[KERN_MAT_DOWN].bias, n);
+}
+
 int ldr_hf_pack_expert(const struct ldr_hf_src *c, struct ldr_hf_scratch *s,
 		       uint64_t i, uint8_t *dst)
 {
 	const struct ldr_hf_mat *m = &c->mats[i * 3];
-	int id, ret;
+	int id, ret = 0;
+
+	if (c->cfg.gpt_oss) {
+		for (id = 0; id < 3 && !ret; id++)
+			ret = pack_oss(c, s, i, (enum kern_mat_id)id, dst);
+		return ret;
+	}
 
 	for (id = 0; id < 3; id++) {
 		ret = pack_mat(c, s, &m[id], (enum kern_mat_id)id, dst);
@@ -546,6 +896,11 @@ void ldr_hf_prefetch(const struct ldr_hf_src *c, uint64_t i)
 
 		madvise((void *)a, (uintptr_t)m[id].w->data + m[id].w->len - a,
 			MADV_WILLNEED);
+		if (m[id].mx && id != KERN_MAT_UP) {
+			a = (uintptr_t)m[id].mx->data & ~(uintptr_t)4095;
+			madvise((void *)a, (uintptr_t)m[id].mx->data +
+				m[id].mx->len - a, MADV_WILLNEED);
+		}
 	}
 }
 
@@ -555,10 +910,14 @@ void ldr_hf_done(const struct ldr_hf_src *c, uint64_t i)
 	int id;
 
 	for (id = 0; id < 3; id++) {
+		if (c->cfg.gpt_oss && id == KERN_MAT_UP)
+			continue;	/* gate's view of gate_up */
 		ldr_st_tensor_done(m[id].w);
 		if (m[id].scale_inv)
 			ldr_st_tensor_done(m[id].scale_inv);
 		if (m[id].scale)
 			ldr_st_tensor_done(m[id].scale);
+		if (m[id].mx)
+			ldr_st_tensor_done(m[id].mx);
 	}
 }

@@ -2,7 +2,8 @@
 /*
  * hf-src.h - the routed experts of a Hugging Face checkpoint folder, found,
  * checked and packed one expert at a time: the step kt_convert() (to a
- * .ktw) and kt_model_open() on a folder (to memory) share.
+ * .ktw) and kt_model_open() on a folder (to memory) share. GPT-OSS's
+ * stacked experts (BF16 or MXFP4) are read as views of one expert each.
  */
 #ifndef KT_LOADER_HF_SRC_H
 #define KT_LOADER_HF_SRC_H
@@ -23,6 +24,12 @@ struct ldr_hf_mat {
 	 * weight_shape */
 	const struct ldr_st_tensor *scale, *shape;
 	bool chan;	/* FP8: scale_inv is a per-row weight_scale */
+	/*
+	 * GPT-OSS: w is the expert's slice of the stacked tensor (gate and up
+	 * share gate_up_proj's, gate the even columns or rows, up the odd);
+	 * mx its E8M0 scales (MXFP4 releases), bias its bias slice.
+	 */
+	const struct ldr_st_tensor *mx, *bias;
 };
 
 /*
@@ -37,6 +44,9 @@ struct ldr_hf_src {
 	struct ldr_geom geom;
 	struct kern_pack_layout lay;
 	bool fp8_chan;		/* F8_E4M3 weights with per-row weight_scale */
+	/* GPT-OSS: lay is of H and I padded to the tiles; the views of
+	 * mats [n_layers * E * 6] */
+	struct ldr_st_tensor *views;
 	char prefix[256];
 	int style;
 	uint32_t n_layers;
@@ -46,8 +56,9 @@ struct ldr_hf_src {
 
 /* One packer's buffers (one per thread). */
 struct ldr_hf_scratch {
-	float *f32;	/* one dequantized or realigned matrix */
+	float *f32;	/* one dequantized, realigned or padded matrix */
 	int8_t *q4;	/* INT4 sources: one matrix's values, then scales */
+	uint8_t *mx;	/* MXFP4 kept: 16 rows of codes, then of E8M0 */
 };
 
 /*
@@ -61,13 +72,40 @@ struct ldr_hf_scratch {
  */
 int ldr_hf_src_open(const char *dir, int quant, uint32_t group_size,
 		    int32_t first, int32_t last, struct ldr_hf_src **out);
+
+/* Open sources a .ktw cannot hold too (GPT-OSS): for kt_model_open(). */
+#define LDR_HF_F_ANY	1u
+
+/*
+ * ldr_hf_src_open_flags() - ldr_hf_src_open() with @flags (LDR_HF_F_*).
+ *	Without LDR_HF_F_ANY (kt_convert(), which calls ldr_hf_src_open())
+ *	a checkpoint that is not ldr_hf_src_is_plain() is refused with
+ *	-EOPNOTSUPP ("a .ktw cannot hold ...") before any tensor is read.
+ */
+int ldr_hf_src_open_flags(const char *dir, int quant, uint32_t group_size,
+			  int32_t first, int32_t last, unsigned int flags,
+			  struct ldr_hf_src **out);
 void ldr_hf_src_close(struct ldr_hf_src *s);
+
+/*
+ * Whether the experts are plain silu(g) * u of the checkpoint's own H and
+ * I without biases (what a .ktw holds); false for GPT-OSS.
+ */
+bool ldr_hf_src_is_plain(const struct ldr_hf_src *s);
+
+/*
+ * ldr_hf_expert_bias() - expert @i's biases (GPT-OSS), as struct
+ *	kt_model's bias holds them: gate [lay.inter], up [lay.inter], down
+ *	[lay.hidden], f32, zero past the checkpoint's own sizes. A source
+ *	without biases writes zeros.
+ */
+void ldr_hf_expert_bias(const struct ldr_hf_src *s, uint64_t i, float *dst);
 
 /*
  * The quantization a checkpoint is packed to when none is asked for: its
  * own numbers kept as they are. compressed-tensors INT4 -> INT4 (its
- * group), F8_E4M3 with 128x128 block or per-row scales -> FP8, anything
- * else (BF16, F16, F32) -> BF16.
+ * group), F8_E4M3 with 128x128 block or per-row scales -> FP8, GPT-OSS's
+ * MXFP4 -> MXFP4, anything else (BF16, F16, F32) -> BF16.
  */
 int ldr_hf_default_quant(const struct ldr_hf_src *s);
 

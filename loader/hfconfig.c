@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * hfconfig.c - config.json of Qwen2/3-MoE, DeepSeek-V2/V3, Kimi-K2 and
- * Mixtral, read with jansson. Multimodal wrappers keep the language model's
+ * hfconfig.c - config.json of Qwen2/3-MoE, DeepSeek-V2/V3, Kimi-K2,
+ * Mixtral and GPT-OSS, read with jansson. Multimodal wrappers keep the language model's
  * keys under "text_config"; that object is used when the top level lacks them.
  */
 #include <errno.h>
@@ -125,6 +125,49 @@ static int get_ct_int4(const char *path, json_t *root, json_t *o,
 	return 0;
 }
 
+/*
+ * GPT-OSS: swiglu_limit (transformers' default 7.0 when absent) must be a
+ * finite positive number; alpha is 1.702 in every GPT-OSS. H and I are
+ * padded by kt from multiples of 32 (MXFP4's blocks) to its tiles.
+ * quant_method "mxfp4" is read for gpt_oss only (its tensor names).
+ */
+static int get_gpt_oss(const char *path, json_t *root, json_t *o,
+		       struct ldr_hfconfig *cfg)
+{
+	json_t *q = json_object_get(o, "quantization_config"), *v;
+	const char *qm;
+
+	if (!q)
+		q = json_object_get(root, "quantization_config");
+	qm = str_of(q, "quant_method");
+	cfg->gpt_oss = !strcmp(cfg->arch, "gpt_oss");
+	cfg->mxfp4 = !strcmp(qm, "mxfp4");
+	if (!cfg->gpt_oss) {
+		if (cfg->mxfp4)
+			return ldr_err(-EOPNOTSUPP, "%s: quantization_config.quant_method \"mxfp4\": kt reads MXFP4 checkpoints of model_type gpt_oss only (this is \"%s\")",
+				       path, cfg->arch);
+		return 0;
+	}
+	if (*qm && !cfg->mxfp4)
+		return ldr_err(-EOPNOTSUPP, "%s: quantization_config.quant_method \"%s\": of gpt_oss checkpoints kt reads the MXFP4 and the unquantized (BF16) releases",
+			       path, qm);
+	cfg->swiglu_limit = 7.0f;
+	v = json_object_get(o, "swiglu_limit");
+	if (v && !json_is_null(v)) {
+		double d = json_number_value(v);
+
+		/* jansson reads no NaN or Infinity; 1e30 is create.c's bound */
+		if (!json_is_number(v) || !(d > 0) || d > 1e30)
+			return ldr_err(-EOPNOTSUPP, "%s: swiglu_limit must be a finite positive number (kt's clamped SwiGLU needs one)",
+				       path);
+		cfg->swiglu_limit = (float)d;
+	}
+	if (cfg->hidden % 32 || cfg->inter % 32)
+		return ldr_err(-EOPNOTSUPP, "%s: gpt_oss hidden_size %u and intermediate_size %u must be multiples of 32, which kt's packed layout needs (it pads them to its tiles)",
+			       path, cfg->hidden, cfg->inter);
+	return 0;
+}
+
 /* Takes @root's reference. */
 static int parse_root(const char *path, json_t *root, struct ldr_hfconfig *cfg)
 {
@@ -204,6 +247,9 @@ static int parse_root(const char *path, json_t *root, struct ldr_hfconfig *cfg)
 	if (ret)
 		goto out;
 	ret = get_ct_int4(path, root, o, &cfg->int4_group);
+	if (ret)
+		goto out;
+	ret = get_gpt_oss(path, root, o, cfg);
 	if (ret)
 		goto out;
 	cfg->is_moe = calloc(cfg->n_layers, sizeof(*cfg->is_moe));

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hfconfig.h - what the converter needs from a Hugging Face config.json:
- * MoE geometry and which decoder layers carry routed experts.
+ * MoE geometry, which decoder layers carry routed experts, and GPT-OSS's
+ * activation and MXFP4 quantization.
  */
 #ifndef KT_LOADER_HFCONFIG_H
 #define KT_LOADER_HFCONFIG_H
@@ -20,6 +21,14 @@ struct ldr_hfconfig {
 	uint32_t fp8_block[2];	/* weight_block_size, [128, 128] default */
 	/* compressed-tensors pack-quantized symmetric INT4: its group; else 0 */
 	uint32_t int4_group;
+	/*
+	 * GPT-OSS (model_type "gpt_oss"): experts stacked per layer with
+	 * biases and the clamped SwiGLU (alpha 1.702, swiglu_limit); H and I
+	 * multiples of 32 that kt pads to its tiles.
+	 */
+	bool gpt_oss;
+	float swiglu_limit;
+	bool mxfp4;		/* quantization_config.quant_method "mxfp4" */
 	bool *is_moe;		/* [n_layers] */
 };
 
