@@ -17,6 +17,7 @@
 
 #include "kernels/fp.h"
 #include "kernels/fp8.h"
+#include "kernels/mxfp4.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
 #include "loader/error.h"
@@ -335,11 +336,19 @@ static int plan_mats(struct ldr_hf_src *c)
 	return 0;
 }
 
+/* A group of 0 (not given): INT4 and FP8 128, MXFP4 32. */
+static uint32_t group_of(int quant, uint32_t group_size)
+{
+	if (group_size)
+		return group_size;
+	return quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8 ? 128 :
+	       quant == KT_QUANT_MXFP4 ? KERN_MXFP4_GROUP : 0;
+}
+
 /* The packed layout: @quant with its group, from the checkpoint's shape. */
 static int plan_layout(struct ldr_hf_src *c, int quant, uint32_t group_size)
 {
-	uint32_t group = (quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8) &&
-			 !group_size ? 128 : group_size;
+	uint32_t group = group_of(quant, group_size);
 	uint32_t H = c->cfg.hidden, I = c->cfg.inter;
 	int ret;
 
@@ -527,9 +536,7 @@ int ldr_hf_src_open_flags(const char *dir, int quant, uint32_t group_size,
 	if (quant) {
 		/* bad options first, before any file is read */
 		ret = ldr_geom_init(&c->geom, quant, 128, 128,
-				    (quant == KT_QUANT_INT4 ||
-				     quant == KT_QUANT_FP8) && !group_size ?
-				    128 : group_size);
+				    group_of(quant, group_size));
 		if (ret)
 			goto err;
 	}
@@ -759,11 +766,15 @@ static void oss_transpose(const struct ldr_st_tensor *t, uint64_t cols,
 		}
 }
 
-/* E2M1 codes 0..15 (OCP MX: 0, 0.5, 1, 1.5, 2, 3, 4, 6, then negated). */
-static const float e2m1[16] = {
-	0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
-	-0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
-};
+/* A scale of 255, E8M0's NaN, named where it is. */
+static int oss_nan_scale(const struct ldr_hf_src *c, const struct ldr_hf_mat *m,
+			 uint64_t i, uint64_t r, uint32_t g)
+{
+	return ldr_err(-EINVAL, "%s: tensor %s: expert %u, row %llu, block %u: scale 255 is E8M0's NaN",
+		       m->mx->file->path, m->mx->name,
+		       (unsigned int)(i % c->cfg.n_experts),
+		       (unsigned long long)r, g);
+}
 
 /*
  * MXFP4 row @r of a [rows][K/32][16] blocks view with scales [rows][K/32]
@@ -776,21 +787,60 @@ static int oss_mx_row(const struct ldr_hf_src *c, const struct ldr_hf_mat *m,
 {
 	const uint8_t *b = m->w->data + r * (K / 2);
 	const uint8_t *sc = m->mx->data + r * (K / 32);
+	uint8_t codes[32];
 	uint32_t g, j;
 
 	for (g = 0; g < K / 32; g++, b += 16) {
-		float f;
+		if (sc[g] == KERN_E8M0_NAN)
+			return oss_nan_scale(c, m, i, r, g);
+		kern_mxfp4_unpack_ocp(b, codes);
+		for (j = 0; j < 32; j++)
+			out[g * 32 + j] = kern_mxfp4_value(codes[j], sc[g]);
+	}
+	return 0;
+}
 
-		if (sc[g] == 255)
-			return ldr_err(-EINVAL, "%s: tensor %s: expert %u, row %llu, block %u: scale 255 is E8M0's NaN",
-				       m->mx->file->path, m->mx->name,
-				       (unsigned int)(i % c->cfg.n_experts),
-				       (unsigned long long)r, g);
-		f = ldexpf(1.0f, (int)sc[g] - 127);
-		for (j = 0; j < 16; j++) {
-			out[g * 32 + 2 * j] = e2m1[b[j] & 15] * f;
-			out[g * 32 + 2 * j + 1] = e2m1[b[j] >> 4] * f;
+/*
+ * An MXFP4 matrix kept as it is: 16 rows at a time of codes and E8M0
+ * bytes to the packer, zero codes (scale 2^0) in the padding.
+ */
+static int pack_oss_mx(const struct ldr_hf_src *c, struct ldr_hf_scratch *s,
+		       uint64_t i, enum kern_mat_id id, uint8_t *dst)
+{
+	const struct ldr_hf_mat *m = &c->mats[i * 3 + id];
+	uint32_t N = id == KERN_MAT_DOWN ? c->cfg.hidden : c->cfg.inter;
+	uint32_t K = id == KERN_MAT_DOWN ? c->cfg.inter : c->cfg.hidden;
+	uint32_t Np = id == KERN_MAT_DOWN ? c->lay.hidden : c->lay.inter;
+	uint32_t Kp = id == KERN_MAT_DOWN ? c->lay.inter : c->lay.hidden;
+	uint8_t *codes = s->mx, *e8 = s->mx + (size_t)KERN_TILE_ROWS * Kp;
+	uint32_t nb, r, g;
+	int ret;
+
+	for (nb = 0; nb < Np / KERN_TILE_ROWS; nb++) {
+		memset(codes, 0, (size_t)KERN_TILE_ROWS * Kp);
+		memset(e8, 127, (size_t)KERN_TILE_ROWS * (Kp / 32));
+		for (r = 0; r < KERN_TILE_ROWS; r++) {
+			uint32_t n = nb * KERN_TILE_ROWS + r;
+			uint64_t row = id == KERN_MAT_DOWN ? n : 2ull * n + id;
+			const uint8_t *b = m->w->data + row * (K / 2);
+			const uint8_t *sc = m->mx->data + row * (K / 32);
+
+			if (n >= N)
+				break;
+			for (g = 0; g < K / 32; g++) {
+				if (sc[g] == KERN_E8M0_NAN)
+					return oss_nan_scale(c, m, i, row, g);
+				e8[(size_t)r * (Kp / 32) + g] = sc[g];
+				kern_mxfp4_unpack_ocp(b + g * 16, codes +
+						      (size_t)r * Kp + g * 32);
+			}
 		}
+		ret = kern_pack_rows_mxfp4(&c->lay, id, nb, codes, e8, dst);
+		if (ret)
+			return ldr_err(ret, "packing %s of expert %u failed: %s",
+				       m->w->name,
+				       (unsigned int)(i % c->cfg.n_experts),
+				       strerror(-ret));
 	}
 	return 0;
 }
@@ -836,6 +886,8 @@ static int pack_oss(const struct ldr_hf_src *c, struct ldr_hf_scratch *s,
 	uint32_t Kp = id == KERN_MAT_DOWN ? c->lay.inter : c->lay.hidden;
 	int ret;
 
+	if (c->cfg.mxfp4 && c->lay.quant == KT_QUANT_MXFP4)
+		return pack_oss_mx(c, s, i, id, dst);
 	ret = oss_to_f32(c, i, id, s->f32);
 	if (ret)
 		return ret;
