@@ -2,8 +2,9 @@
 /*
  * ckpt.h - test checkpoints written from C: safetensors files (single or
  * sharded with an index), config.json in Qwen-MoE, DeepSeek-V3 and Mixtral
- * styles, BF16/F16/F32/FP8 sources; plus an f64 reference MoE forward
- * computed from the exact values the source files hold.
+ * styles, BF16/F16/F32/FP8 sources, GPT-OSS's stacked experts (BF16 and
+ * MXFP4 releases); plus f64 reference MoE forwards computed from the exact
+ * values the source files hold.
  */
 #ifndef KT_SELFTESTS_LOADER_CKPT_H
 #define KT_SELFTESTS_LOADER_CKPT_H
@@ -127,7 +128,9 @@ static inline uint8_t tck_fp8(float v)
 struct tck_tensor {
 	char name[256];
 	const char *dtype;
-	uint64_t shape[2];
+	/* shape[1] 0: 1-D; ndim > 2 (tck_add_nd()): all of shape[] */
+	unsigned int ndim;
+	uint64_t shape[4];
 	void *data;
 	size_t bytes;
 };
@@ -147,11 +150,46 @@ static inline void tck_add(struct tck_list *l, const char *name,
 	}
 	snprintf(l->t[l->n].name, sizeof(l->t[l->n].name), "%s", name);
 	l->t[l->n].dtype = dtype;
+	l->t[l->n].ndim = c ? 2 : 1;
 	l->t[l->n].shape[0] = r;
 	l->t[l->n].shape[1] = c;
 	l->t[l->n].data = data;
 	l->t[l->n].bytes = bytes;
 	l->n++;
+}
+
+/* A tensor of @nd (up to 4) dims @dims. */
+static inline void tck_add_nd(struct tck_list *l, const char *name,
+			      const char *dtype, unsigned int nd,
+			      const uint64_t *dims, void *data, size_t bytes)
+{
+	unsigned int d;
+
+	tck_add(l, name, dtype, dims[0], nd > 1 ? dims[1] : 0, data, bytes);
+	l->t[l->n - 1].ndim = nd;
+	for (d = 2; d < nd; d++)
+		l->t[l->n - 1].shape[d] = dims[d];
+}
+
+/* The tensor named @name, NULL when absent. */
+static inline struct tck_tensor *tck_find(struct tck_list *l, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (!strcmp(l->t[i].name, name))
+			return &l->t[i];
+	return NULL;
+}
+
+static inline void tck_list_free(struct tck_list *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->t[i].data);
+	free(l->t);
+	memset(l, 0, sizeof(*l));
 }
 
 /* One safetensors file of tensors [from, to) with stride @step. */
@@ -166,10 +204,18 @@ static inline int tck_write_st(const char *path, struct tck_list *l,
 	len += (size_t)snprintf(h + len, cap - len,
 				"{\"__metadata__\":{\"format\":\"pt\"}");
 	for (i = first; i < l->n; i += step) {
-		char shape[64];
+		char shape[96];
 
 		/* a second dimension of 0 writes a 1-D tensor */
-		if (l->t[i].shape[1])
+		if (l->t[i].ndim > 2) {
+			unsigned int d;
+			size_t at = 0;
+
+			for (d = 0; d < l->t[i].ndim; d++)
+				at += (size_t)snprintf(shape + at, sizeof(shape) - at,
+						       "%s%llu", d ? "," : "",
+						       (unsigned long long)l->t[i].shape[d]);
+		} else if (l->t[i].shape[1])
 			snprintf(shape, sizeof(shape), "%llu,%llu",
 				 (unsigned long long)l->t[i].shape[0],
 				 (unsigned long long)l->t[i].shape[1]);
@@ -523,6 +569,296 @@ static inline double tck_rel_mae(const double *ref, const float *y, size_t n)
 		den += fabs(ref[i]);
 	}
 	return den > 0 ? num / den : num;
+}
+
+/*
+ * GPT-OSS (transformers' GptOssForCausalLM): every layer's experts stacked
+ * in model.layers.L.mlp.experts.*. BF16 release: gate_up_proj [E, H, 2I]
+ * (x @ W; gate the even columns, up the odd), down_proj [E, I, H]; MXFP4
+ * release: gate_up_proj_blocks [E, 2I, H/32, 16] U8 (element 2j in the
+ * low nibble of byte j, 2j + 1 in the high one) with E8M0 scales
+ * gate_up_proj_scales [E, 2I, H/32], down_proj_blocks [E, H, I/32, 16];
+ * biases gate_up_proj_bias [E, 2I] and down_proj_bias [E, H] in both.
+ */
+struct tck_oss {
+	uint32_t hidden, inter, n_experts, n_layers, top_k;
+	int mxfp4;
+	int f32_bias;		/* F32 biases, else BF16 */
+	float limit;		/* swiglu_limit written; 0: the key left out */
+	uint64_t seed;
+	/* filled by tck_oss_build(): kt's orientation, exact values */
+	float *w;	/* [L][E][3][I*H]: gate [I][H], up [I][H], down [H][I] */
+	float *b;	/* [L][E][2I + H]: gate, up, down biases */
+};
+
+static inline float *tck_oss_mat(const struct tck_oss *c, uint32_t l,
+				 uint32_t e, int m)
+{
+	return c->w + (((size_t)l * c->n_experts + e) * 3 + (size_t)m) *
+		      c->inter * c->hidden;
+}
+
+static inline float *tck_oss_bias(const struct tck_oss *c, uint32_t l,
+				  uint32_t e)
+{
+	return c->b + ((size_t)l * c->n_experts + e) *
+		      (2 * c->inter + c->hidden);
+}
+
+/* OCP E2M1, from its definition: sign, 2 exponent bits (bias 1), 1 mantissa. */
+static inline double tck_e2m1(unsigned int code)
+{
+	unsigned int e = (code >> 1) & 3, m = code & 1;
+	double v = e ? ldexp(1.0 + m / 2.0, (int)e - 1) : m / 2.0;
+
+	return code & 8 ? -v : v;
+}
+
+/*
+ * An MXFP4 matrix of @rows x @K: random codes and scales (2^-4 .. 2^-1,
+ * so that gate and up pass the limit often) into @blk and @sc, the exact
+ * values of row r into @out[r][0, K).
+ */
+static inline void tck_oss_mx_rows(uint64_t *seed, uint32_t rows, uint32_t K,
+				   uint8_t *blk, uint8_t *sc, float *const *out)
+{
+	uint32_t r, g, j;
+
+	for (r = 0; r < rows; r++)
+		for (g = 0; g < K / 32; g++) {
+			uint8_t e = (uint8_t)(123 + tck_rand(seed) % 4);
+
+			sc[(size_t)r * (K / 32) + g] = e;
+			for (j = 0; j < 16; j++) {
+				uint8_t lo = (uint8_t)(tck_rand(seed) & 15);
+				uint8_t hi = (uint8_t)(tck_rand(seed) & 15);
+
+				blk[((size_t)r * (K / 32) + g) * 16 + j] =
+					(uint8_t)(lo | hi << 4);
+				out[r][g * 32 + 2 * j] =
+					(float)ldexp(tck_e2m1(lo), e - 127);
+				out[r][g * 32 + 2 * j + 1] =
+					(float)ldexp(tck_e2m1(hi), e - 127);
+			}
+		}
+}
+
+/* The tensors of @c into @l (a router and a norm beside the experts). */
+static inline void tck_oss_build(struct tck_oss *c, struct tck_list *l)
+{
+	uint64_t seed = c->seed ? c->seed : 0x9e3779b97f4a7c15ull;
+	uint64_t E = c->n_experts, H = c->hidden, I = c->inter, i;
+	size_t per = (size_t)H * I;
+	char name[200];
+	uint32_t layer, e, n, k;
+
+	memset(l, 0, sizeof(*l));
+	c->w = malloc((size_t)c->n_layers * E * 3 * per * sizeof(float));
+	c->b = malloc((size_t)c->n_layers * E * (2 * I + H) * sizeof(float));
+	tck_add(l, "model.norm.weight", "U8", 1, 7, calloc(1, 7), 7);
+	for (layer = 0; layer < c->n_layers; layer++) {
+		const char *pre = "model.layers";
+		uint16_t *bb16;
+		float *bb32;
+
+		snprintf(name, sizeof(name), "%s.%u.mlp.router.weight", pre, layer);
+		tck_add(l, name, "F32", E, H, calloc(E * H, 4), E * H * 4);
+		if (c->mxfp4) {
+			uint64_t dgu[4] = { E, 2 * I, H / 32, 16 };
+			uint64_t ddn[4] = { E, H, I / 32, 16 };
+			uint8_t *gu = malloc(E * 2 * I * H / 2);
+			uint8_t *gs = malloc(E * 2 * I * H / 32);
+			uint8_t *dn = malloc(E * H * I / 2);
+			uint8_t *ds = malloc(E * H * I / 32);
+			float **rows = malloc((2 * I > H ? 2 * I : H) * sizeof(float *));
+
+			for (e = 0; e < E; e++) {
+				/* gate_up row 2n is gate row n, 2n + 1 up's */
+				for (n = 0; n < 2 * I; n++)
+					rows[n] = tck_oss_mat(c, layer, e, (int)(n & 1)) +
+						  (size_t)(n / 2) * H;
+				tck_oss_mx_rows(&seed, (uint32_t)(2 * I), (uint32_t)H,
+						gu + e * 2 * I * H / 2,
+						gs + e * 2 * I * H / 32, rows);
+				for (n = 0; n < H; n++)
+					rows[n] = tck_oss_mat(c, layer, e, 2) + (size_t)n * I;
+				tck_oss_mx_rows(&seed, (uint32_t)H, (uint32_t)I,
+						dn + e * H * I / 2, ds + e * H * I / 32,
+						rows);
+			}
+			free(rows);
+			snprintf(name, sizeof(name), "%s.%u.mlp.experts.gate_up_proj_blocks", pre, layer);
+			tck_add_nd(l, name, "U8", 4, dgu, gu, E * 2 * I * H / 2);
+			snprintf(name, sizeof(name), "%s.%u.mlp.experts.gate_up_proj_scales", pre, layer);
+			tck_add_nd(l, name, "U8", 3, dgu, gs, E * 2 * I * H / 32);
+			snprintf(name, sizeof(name), "%s.%u.mlp.experts.down_proj_blocks", pre, layer);
+			tck_add_nd(l, name, "U8", 4, ddn, dn, E * H * I / 2);
+			snprintf(name, sizeof(name), "%s.%u.mlp.experts.down_proj_scales", pre, layer);
+			tck_add_nd(l, name, "U8", 3, ddn, ds, E * H * I / 32);
+		} else {
+			uint64_t dgu[3] = { E, H, 2 * I }, ddn[3] = { E, I, H };
+			uint16_t *gu = malloc(E * H * 2 * I * 2);
+			uint16_t *dn = malloc(E * I * H * 2);
+
+			for (e = 0; e < E; e++) {
+				float *g = tck_oss_mat(c, layer, e, 0);
+				float *u = tck_oss_mat(c, layer, e, 1);
+				float *d = tck_oss_mat(c, layer, e, 2);
+
+				for (n = 0; n < I; n++)
+					for (k = 0; k < H; k++) {
+						uint16_t a = tck_bf16(tck_uniform(&seed));
+						uint16_t b = tck_bf16(tck_uniform(&seed));
+
+						/* [e][k][2n] gate, [e][k][2n + 1] up */
+						gu[(e * H + k) * 2 * I + 2 * n] = a;
+						gu[(e * H + k) * 2 * I + 2 * n + 1] = b;
+						g[(size_t)n * H + k] = tck_from_bf16(a);
+						u[(size_t)n * H + k] = tck_from_bf16(b);
+					}
+				for (n = 0; n < H; n++)
+					for (k = 0; k < I; k++) {
+						uint16_t a = tck_bf16(tck_uniform(&seed) * 0.2f);
+
+						/* [e][k][n]: x @ W */
+						dn[(e * I + k) * H + n] = a;
+						d[(size_t)n * I + k] = tck_from_bf16(a);
+					}
+			}
+			snprintf(name, sizeof(name), "%s.%u.mlp.experts.gate_up_proj", pre, layer);
+			tck_add_nd(l, name, "BF16", 3, dgu, gu, E * H * 2 * I * 2);
+			snprintf(name, sizeof(name), "%s.%u.mlp.experts.down_proj", pre, layer);
+			tck_add_nd(l, name, "BF16", 3, ddn, dn, E * I * H * 2);
+		}
+		/* biases: gate_up_proj_bias interleaved as gate_up_proj */
+		bb16 = malloc(E * (2 * I + H) * 2);
+		bb32 = malloc(E * (2 * I + H) * 4);
+		for (e = 0; e < E; e++) {
+			float *b = tck_oss_bias(c, layer, e);
+
+			for (i = 0; i < 2 * I + H; i++) {
+				float v = tck_uniform(&seed) * 2.0f;
+				size_t at = i < 2 * I ? e * 2 * I + i :
+					    E * 2 * I + e * H + (i - 2 * I);
+
+				bb16[at] = tck_bf16(v);
+				bb32[at] = c->f32_bias ? v : tck_from_bf16(bb16[at]);
+				if (i < 2 * I)
+					b[(i & 1) * I + i / 2] = bb32[at];
+				else
+					b[i] = bb32[at];
+			}
+		}
+		snprintf(name, sizeof(name), "%s.%u.mlp.experts.gate_up_proj_bias", pre, layer);
+		if (c->f32_bias)
+			tck_add(l, name, "F32", E, 2 * I,
+				memcpy(malloc(E * 2 * I * 4), bb32, E * 2 * I * 4),
+				E * 2 * I * 4);
+		else
+			tck_add(l, name, "BF16", E, 2 * I,
+				memcpy(malloc(E * 2 * I * 2), bb16, E * 2 * I * 2),
+				E * 2 * I * 2);
+		snprintf(name, sizeof(name), "%s.%u.mlp.experts.down_proj_bias", pre, layer);
+		if (c->f32_bias)
+			tck_add(l, name, "F32", E, H,
+				memcpy(malloc(E * H * 4), bb32 + E * 2 * I, E * H * 4),
+				E * H * 4);
+		else
+			tck_add(l, name, "BF16", E, H,
+				memcpy(malloc(E * H * 2), bb16 + E * 2 * I, E * H * 2),
+				E * H * 2);
+		free(bb16);
+		free(bb32);
+	}
+}
+
+/* config.json of @c; @extra (or NULL) is spliced in as more keys. */
+static inline int tck_oss_config(const struct tck_oss *c, const char *dir,
+				 const char *extra)
+{
+	char path[512], lim[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	if (c->limit)
+		snprintf(lim, sizeof(lim), ", \"swiglu_limit\": %.9g", c->limit);
+	fprintf(f, "{\"architectures\": [\"GptOssForCausalLM\"], \"model_type\": \"gpt_oss\",\n"
+		" \"hidden_size\": %u, \"intermediate_size\": %u, \"num_local_experts\": %u,\n"
+		" \"num_experts_per_tok\": %u, \"num_hidden_layers\": %u%s%s%s%s}\n",
+		c->hidden, c->inter, c->n_experts, c->top_k, c->n_layers, lim,
+		c->mxfp4 ? ",\n \"quantization_config\": {\"modules_to_not_convert\": [\"model.layers.*.self_attn\", \"model.layers.*.mlp.router\", \"model.embed_tokens\", \"lm_head\"], \"quant_method\": \"mxfp4\"}" : "",
+		extra ? ",\n " : "", extra ? extra : "");
+	return fclose(f) ? -EIO : 0;
+}
+
+/* @l as @dir/model.safetensors plus config.json (@extra keys). */
+static inline int tck_oss_write(const struct tck_oss *c, const char *dir,
+				struct tck_list *l, const char *extra)
+{
+	char path[512];
+	int ret;
+
+	tck_rmdir(dir);
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+	ret = tck_write_st(path, l, 0, 1);
+	return ret ? ret : tck_oss_config(c, dir, extra);
+}
+
+static inline void tck_oss_free(struct tck_oss *c)
+{
+	free(c->w);
+	free(c->b);
+	c->w = c->b = NULL;
+}
+
+/*
+ * GPT-OSS's experts in f64 for layer @l: a = min(g, L) * sigmoid(1.702
+ * min(g, L)) * (clamp(u, -L, L) + 1) with g, u their biases added;
+ * y[t] += w * (down a + down's bias).
+ */
+static inline void tck_oss_ref(const struct tck_oss *c, uint32_t l, double lim,
+			       uint32_t T, uint32_t K, const float *x,
+			       const int32_t *ids, const float *w, double *y)
+{
+	uint32_t H = c->hidden, I = c->inter, t, j, n, k;
+	double *a = malloc(I * sizeof(double));
+
+	memset(y, 0, (size_t)T * H * sizeof(double));
+	for (t = 0; t < T; t++)
+		for (j = 0; j < K; j++) {
+			int32_t e = ids[t * K + j];
+			const float *g, *u, *d, *b;
+
+			if (e < 0 || (uint32_t)e >= c->n_experts)
+				continue;
+			g = tck_oss_mat(c, l, (uint32_t)e, 0);
+			u = tck_oss_mat(c, l, (uint32_t)e, 1);
+			d = tck_oss_mat(c, l, (uint32_t)e, 2);
+			b = tck_oss_bias(c, l, (uint32_t)e);
+			for (n = 0; n < I; n++) {
+				double gs = b[n], us = b[I + n];
+
+				for (k = 0; k < H; k++) {
+					gs += (double)g[(size_t)n * H + k] * x[(size_t)t * H + k];
+					us += (double)u[(size_t)n * H + k] * x[(size_t)t * H + k];
+				}
+				gs = gs < lim ? gs : lim;
+				us = us < -lim ? -lim : us > lim ? lim : us;
+				a[n] = gs / (1.0 + exp(-1.702 * gs)) * (us + 1.0);
+			}
+			for (n = 0; n < H; n++) {
+				double s = b[2 * I + n];
+
+				for (k = 0; k < I; k++)
+					s += (double)d[(size_t)n * I + k] * a[k];
+				y[(size_t)t * H + n] += w[t * K + j] * s;
+			}
+		}
+	free(a);
 }
 
 #endif /* KT_SELFTESTS_LOADER_CKPT_H */

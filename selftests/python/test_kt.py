@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 
+import gptoss
 import ktt
 from ktt import Skip, expect_raises
 
@@ -474,7 +475,8 @@ TESTS = [("library", t_library), ("pip_install", t_pip_install), ("ctor_errors",
          ("physical_to_logical_map", t_physical_to_logical),
          ("load_weights_ktw", t_load_weights_ktw),
          ("kt_kernel_script", t_kt_kernel_script), ("roofline_script", t_roofline_script),
-         ("dropped_wrappers_free", t_dropped_wrappers_free), ("rss_1e5_calls", t_rss)]
+         ("dropped_wrappers_free", t_dropped_wrappers_free), ("rss_1e5_calls", t_rss),
+         ("gptoss_mxfp4_folder", gptoss.t_gptoss_mxfp4)]
 
 
 def main():
