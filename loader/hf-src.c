@@ -946,9 +946,11 @@ void ldr_hf_prefetch(const struct ldr_hf_src *c, uint64_t i)
 	for (id = 0; id < 3; id++) {
 		uintptr_t a = (uintptr_t)m[id].w->data & ~(uintptr_t)4095;
 
+		if (c->cfg.gpt_oss && id == KERN_MAT_UP)
+			continue;	/* gate's view of gate_up */
 		madvise((void *)a, (uintptr_t)m[id].w->data + m[id].w->len - a,
 			MADV_WILLNEED);
-		if (m[id].mx && id != KERN_MAT_UP) {
+		if (m[id].mx) {
 			a = (uintptr_t)m[id].mx->data & ~(uintptr_t)4095;
 			madvise((void *)a, (uintptr_t)m[id].mx->data +
 				m[id].mx->len - a, MADV_WILLNEED);

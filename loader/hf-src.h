@@ -68,7 +68,9 @@ struct ldr_hf_scratch {
  * @quant: enum kt_quant to pack to; 0 takes ldr_hf_default_quant().
  * @group_size: INT4 group (0: 128, or the checkpoint's own INT4 group).
  * Return: 0; -EINVAL (kt_last_error() names the file, tensor or key),
- *	-ENOENT, -ENOMEM. Nothing stays allocated on failure.
+ *	-ENOENT, -ENOMEM; -EOPNOTSUPP a checkpoint a .ktw cannot hold
+ *	(GPT-OSS: see ldr_hf_src_open_flags()). Nothing stays allocated on
+ *	failure.
  */
 int ldr_hf_src_open(const char *dir, int quant, uint32_t group_size,
 		    int32_t first, int32_t last, struct ldr_hf_src **out);
