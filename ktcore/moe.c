@@ -320,19 +320,29 @@ static int reserve_fn(struct kt_ctx *ctx, void *p)
 int core_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 {
 	struct reserve_arg ra = { .m = m };
+	uint32_t l;
 	int ret;
 
 	if (!ctx || !m)
 		return -EINVAL;
 	ra.qo = pick_ops(ctx, m->quant);
-	ra.qd = pick_ops(ctx, m->down_quant);
-	if (!ra.qo || !ra.qd) {
-		core_log(ctx, KT_LOG_ERROR, "no kernels for %s on %s",
-			 kt_quant_name(ra.qo ? m->down_quant : m->quant),
-			 kt_isa_name(kt_ctx_isa(ctx)));
-		return -EINVAL;
+	/* scratch for every down type of the model's layers */
+	for (l = 0, ret = 0; l < m->n_layers && !ret; l++) {
+		enum kt_quant qd = core_model_down_quant(m, l);
+
+		if (l && qd == core_model_down_quant(m, l - 1))
+			continue;
+		ra.qd = pick_ops(ctx, qd);
+		if (!ra.qo || !ra.qd) {
+			core_log(ctx, KT_LOG_ERROR, "no kernels for %s on %s",
+				 kt_quant_name(ra.qo ? qd : m->quant),
+				 kt_isa_name(kt_ctx_isa(ctx)));
+			return -EINVAL;
+		}
+		ret = core_ctx_exec(ctx, reserve_fn, &ra);
+		if (!m->layer_down_quant)
+			break;
 	}
-	ret = core_ctx_exec(ctx, reserve_fn, &ra);
 	/* last: a model that failed here holds no counters */
 	if (!ret)
 		ret = core_stats_reserve(m);
@@ -837,7 +847,7 @@ static int moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe,
 		return ret;
 	memset(&j, 0, sizeof(j));
 	j.qo = pick_ops(ctx, m->quant);
-	j.qd = pick_ops(ctx, m->down_quant);
+	j.qd = pick_ops(ctx, core_model_down_quant(m, a->layer));
 	if (!j.qo || !j.qd)
 		return -EOPNOTSUPP;
 	if (!priv || priv->n_nodes != core_ctx_nodes(ctx))

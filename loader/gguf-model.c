@@ -46,6 +46,7 @@ static void release(struct kt_model *m)
 
 	core_mem_free(&gm->mem);
 	free(m->bias);
+	free(m->layer_down_quant);
 	free(m->experts);
 	free(m->layer_ids);
 	free(gm);
@@ -147,18 +148,23 @@ static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
 			p->quant = q;
 			p->group = group;
 		}
+	} else if (t->type != *type && role && mixable(p->type) &&
+		   mixable(*type) && mixable(t->type)) {
+		/* down's type varies by layer among the block types that
+		 * mix: each layer gets its own layout (plan_layouts()) */
+		p->down_varies = true;
 	} else if (t->type != *type) {
-		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt holds one type for gate and up and one for down in every layer (types that vary by layer are not supported)",
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt holds one type for gate and up in every layer, and down's may vary by layer only among Q8_0, Q4_K, Q5_K and Q6_K",
 			       p->g->path, (int)t->name.len, t->name.p,
 			       ldr_gguf_type_name(t->type),
 			       (int)first[role]->name.len, first[role]->name.p,
 			       ldr_gguf_type_name(*type));
 	}
-	if (role && p->type_down != p->type &&
-	    (!mixable(p->type) || !mixable(p->type_down)))
+	if (role && t->type != p->type &&
+	    (!mixable(p->type) || !mixable(t->type)))
 		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt mixes types between gate/up and down only among Q8_0, Q4_K, Q5_K and Q6_K",
 			       p->g->path, (int)t->name.len, t->name.p,
-			       ldr_gguf_type_name(p->type_down),
+			       ldr_gguf_type_name(t->type),
 			       (int)first[0]->name.len, first[0]->name.p,
 			       ldr_gguf_type_name(p->type));
 	return 0;
@@ -326,7 +332,8 @@ static int plan_layers(struct ldr_gguf_src *p)
 
 	p->layer_ids = calloc(p->n_blocks, sizeof(*p->layer_ids));
 	p->t = calloc(p->n_blocks, sizeof(*p->t));
-	if (!p->layer_ids || !p->t)
+	p->down_types = calloc(p->n_blocks, sizeof(*p->down_types));
+	if (!p->layer_ids || !p->t || !p->down_types)
 		return -ENOMEM;
 	for (l = 0; l < p->n_blocks; l++) {
 		const struct ldr_gguf_tensor *t[3];
@@ -359,6 +366,7 @@ static int plan_layers(struct ldr_gguf_src *p)
 		ret = plan_bias(p, l, p->n_layers);
 		if (ret)
 			return ret;
+		p->down_types[p->n_layers] = t[KERN_MAT_DOWN]->type;
 		p->layer_ids[p->n_layers++] = (int32_t)l;
 	}
 	if (!p->n_layers)
@@ -517,7 +525,7 @@ static int pack_matrix(const struct ldr_gguf_src *p,
 {
 	struct kern_pack_layout ml;
 	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml);
-	uint32_t type = id == KERN_MAT_DOWN ? p->type_down : p->type;
+	uint32_t type = id == KERN_MAT_DOWN ? p->down_types[layer] : p->type;
 	int8_t *q = bf->q;
 	float *sc = bf->sc;
 	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
@@ -586,7 +594,8 @@ int ldr_gguf_src_pack(struct ldr_gguf_src *p, uint32_t layer, uint32_t e,
 	for (id = 0; id < 3 && !ret; id++) {
 		const struct ldr_gguf_tensor *t = p->t[layer][id];
 
-		ret = pack_matrix(p, &p->lay, id, t->data + t->nbytes / p->E * e,
+		ret = pack_matrix(p, ldr_gguf_src_lay(p, layer), id,
+				  t->data + t->nbytes / p->E * e,
 				  &p->bf, blob, layer, e);
 	}
 	return ret;
@@ -604,10 +613,32 @@ void ldr_gguf_src_close(struct ldr_gguf_src *p)
 	free(p->bf.m6);
 	free(p->pad);
 	free(p->bias);
+	free(p->lays);
+	free(p->down_types);
 	free(p->layer_ids);
 	free(p->t);
 	ldr_gguf_close((struct ldr_gguf *)p->g);
 	free(p);
+}
+
+/* One layout per layer where down's type varies by layer. */
+static int plan_layouts(struct ldr_gguf_src *p)
+{
+	unsigned int group;
+	enum kt_quant qd;
+	uint32_t l;
+
+	p->lays = calloc(p->n_layers, sizeof(*p->lays));
+	if (!p->lays)
+		return -ENOMEM;
+	for (l = 0; l < p->n_layers; l++) {
+		quant_of(p->down_types[l], &qd, &group);
+		if (kern_pack_layout_mix(p->quant, qd, p->lay.hidden,
+					 p->lay.inter, p->group, &p->lays[l]))
+			return ldr_err(-EINVAL, "%s: layer %d: %s", p->g->path,
+				       p->layer_ids[l], p->lays[l].err);
+	}
+	return 0;
 }
 
 int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out)
@@ -637,6 +668,8 @@ int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out)
 		if (ret)
 			ldr_err(ret, "%s: %s", path, p->lay.err);
 	}
+	if (!ret && p->down_varies)
+		ret = plan_layouts(p);
 	if (ret)
 		goto err;
 	/* 16 rows of the largest matrix: K <= 2^20 */
@@ -699,12 +732,24 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	m->down_quant = p->quant_down;
 	m->group_size = l->group;
 	m->down_chunk = l->kc;
+	/* blobs of every layer in one stride: the largest layout */
 	m->expert_bytes = l->total;
+	for (layer = 0; layer < p->n_layers; layer++)
+		if (ldr_gguf_src_lay(p, layer)->total > m->expert_bytes)
+			m->expert_bytes = ldr_gguf_src_lay(p, layer)->total;
 	m->release = release;
 	m->layer_ids = calloc(p->n_layers, sizeof(*m->layer_ids));
 	m->experts = calloc((size_t)p->n_layers * p->E, sizeof(*m->experts));
 	if (!m->layer_ids || !m->experts)
 		return -ENOMEM;
+	if (p->lays) {
+		m->layer_down_quant = malloc(p->n_layers);
+		if (!m->layer_down_quant)
+			return -ENOMEM;
+		for (layer = 0; layer < p->n_layers; layer++)
+			m->layer_down_quant[layer] =
+				(uint8_t)p->lays[layer].quant_down;
+	}
 	if (p->bias) {
 		m->bias = calloc((size_t)p->n_layers * p->E,
 				 core_model_bias_stride(m) * sizeof(float));
@@ -715,7 +760,9 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	for (e = 0; e < p->E; e++)
 		n_blobs += !masked(mask, (uint32_t)e);
 	n_blobs *= p->n_layers;
-	stride = (l->total + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
+	stride = (m->expert_bytes + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
+	/* pages placed by layer 0's layout: where down's type varies, the
+	 * other layers' down parts sit a little off (placement only) */
 	ldr_placement_init(&place, l, core_ctx_nodes(ctx), 0, n_blobs,
 			   stride);
 	ret = core_mem_alloc_spread(ctx, n_blobs * stride,
@@ -728,6 +775,8 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	for (layer = 0; layer < p->n_layers; layer++) {
 		for (e = 0; e < p->E; e++) {
 			struct core_expert *ex = core_model_expert(m, layer, e);
+			const struct kern_pack_layout *ll =
+				ldr_gguf_src_lay(p, layer);
 			uint8_t *blob;
 
 			if (masked(mask, e))
@@ -739,11 +788,11 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 			if (m->bias)
 				ldr_gguf_src_bias(p, layer, e,
 						  core_model_bias(m, layer, e));
-			kern_pack_mat(l, KERN_MAT_GATE, blob, &ex->gate);
-			kern_pack_mat(l, KERN_MAT_UP, blob, &ex->up);
-			kern_pack_mat(l, KERN_MAT_DOWN, blob, &ex->down);
+			kern_pack_mat(ll, KERN_MAT_GATE, blob, &ex->gate);
+			kern_pack_mat(ll, KERN_MAT_UP, blob, &ex->up);
+			kern_pack_mat(ll, KERN_MAT_DOWN, blob, &ex->down);
 			ex->present = true;
-			m->resident_bytes += l->total;
+			m->resident_bytes += ll->total;
 		}
 	}
 	return 0;
