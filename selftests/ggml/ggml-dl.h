@@ -39,6 +39,7 @@ struct ggml_tensor;
 struct ggml_cgraph;
 struct gguf_context;
 struct ggml_backend;
+struct ggml_threadpool;
 
 /* ggml.h: struct ggml_init_params, by value */
 struct gg_init_params {
@@ -112,10 +113,15 @@ struct gg_gguf_init_params {
 	X(int, backend_graph_compute, (struct ggml_backend *,		\
 				       struct ggml_cgraph *))		\
 	X(void, backend_free, (struct ggml_backend *))			\
+	X(void, threadpool_params_init, (void *, int))			\
 	C(struct gguf_context *, gguf_init_empty, (void))		\
 	C(struct gguf_context *, gguf_init_from_file, (const char *,	\
 				struct gg_gguf_init_params))		\
 	C(void, gguf_free, (struct gguf_context *))			\
+	C(int64_t, gguf_find_key, (const struct gguf_context *,		\
+				   const char *))			\
+	C(uint32_t, gguf_get_val_u32, (const struct gguf_context *,	\
+				       int64_t))			\
 	C(void, gguf_set_val_str, (struct gguf_context *, const char *, \
 				   const char *))			\
 	C(void, gguf_set_val_u32, (struct gguf_context *, const char *, \
@@ -128,7 +134,22 @@ struct gg_gguf_init_params {
 /* ggml-cpu.h, from the CPU variant library */
 #define GG_CPU_FUNCS(X)							\
 	X(struct ggml_backend *, backend_cpu_init, (void))		\
-	X(void, backend_cpu_set_n_threads, (struct ggml_backend *, int))
+	X(void, backend_cpu_set_n_threads, (struct ggml_backend *, int)) \
+	X(struct ggml_threadpool *, threadpool_new, (void *))		\
+	X(void, threadpool_free, (struct ggml_threadpool *))		\
+	X(void, backend_cpu_set_threadpool, (struct ggml_backend *,	\
+					     struct ggml_threadpool *))
+
+/*
+ * struct ggml_threadpool_params (ggml.h: a cpumask of GGML_MAX_N_THREADS
+ * bools, then n_threads, prio, poll, strict_cpu, paused: 532 bytes in
+ * 0.25.1) is only filled by ggml_threadpool_params_init() and passed by
+ * pointer: this room is its upper bound.
+ */
+union gg_threadpool_params {
+	char bytes[4096];
+	long double align;
+};
 
 struct gg {
 	void *base, *cpu;
