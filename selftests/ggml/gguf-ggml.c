@@ -349,11 +349,11 @@ static void convert_same(struct kt_test_meta *_metadata, const char *path,
 
 static void cross_check(struct kt_test_meta *_metadata, const struct xcase *xc)
 {
-	const struct gg_moe_cfg c = { .H = HID, .I = INTER, .E = NEXP, .k = TOPK, .L = NLAY,
-				      .type = xc->type,
-				      .type_down = xc->type_down,
-				      .seed = (uint64_t)xc->type * 31 +
-					      (uint64_t)xc->type_down };
+	const struct gg_moe_cfg c = {
+		.H = HID, .I = INTER, .E = NEXP, .k = TOPK, .L = NLAY,
+		.type = xc->type, .type_down = xc->type_down,
+		.seed = (uint64_t)xc->type * 31 + (uint64_t)xc->type_down,
+	};
 	static struct io ios[NT];
 	static float y[TMAX * HID];
 	/* kt rounds activations as ggml does: Q8_0 and BF16 throughout */
