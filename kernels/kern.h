@@ -10,7 +10,10 @@
 #include <stdint.h>
 #include <kt/kt.h>
 
-/* One packed matrix of one expert: tiles, then f32 scales (none for BF16). */
+/*
+ * One packed matrix of one expert: tiles, then f32 scales (none for BF16;
+ * for MXFP4 the E8M0 bytes, read through a uint8_t pointer).
+ */
 struct kern_mat {
 	const uint8_t *tiles;
 	const float *scales;
@@ -24,7 +27,8 @@ struct kern_mat {
 
 /*
  * Geometry the kernels and their scratch depend on.
- * @hidden: H. @inter: I. @group: INT4 group along K (0 otherwise).
+ * @hidden: H. @inter: I. @group: INT4 group along K (0 otherwise; the
+ * layout's group where the executor fills it: FP8, Q8_0, MXFP4).
  * @kc: KC, the down chunk (Documentation/packed-layout.md).
  */
 struct kern_geom {

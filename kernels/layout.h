@@ -31,6 +31,18 @@
  * the first 512 bytes widen to the BF16 tile of k 0..31, the rest k 32..63.
  */
 #define KERN_TILE_K_FP8		64
+/*
+ * MXFP4: 16 x 128 E2M1 codes, four groups of 32 along K (one E8M0 scale
+ * per row and group). Each 32-byte line holds 4 k of 16 rows: byte
+ * 2n + (k & 1) has k = 4L + (k & 1) in its low nibble and k + 2 in its
+ * high one, so that the 32 bytes zero-extended to 16 bits give, through a
+ * code-to-bf16 table (vpermw), the two BF16 tile lines of k pairs 2L and
+ * 2L + 1; one group (8 lines, 256 bytes) widens to one BF16 tile.
+ */
+#define KERN_TILE_K_MXFP4	128
+/* MXFP4: bytes of one line (4 k of 16 rows) and lines of one group. */
+#define KERN_MXFP4_LINE		32
+#define KERN_MXFP4_GROUP_LINES	8
 /* FP8: the edge of the square blocks of one f32 scale (N and K). */
 #define KERN_FP8_BLOCK		128
 /* FP8 group of one scale per output row (KT_GROUP_CHANNEL). */
@@ -70,6 +82,8 @@ static inline unsigned int kern_tile_k(enum kt_quant q)
 		return KERN_TILE_K_INT4;
 	case KT_QUANT_FP8:
 		return KERN_TILE_K_FP8;
+	case KT_QUANT_MXFP4:
+		return KERN_TILE_K_MXFP4;
 	default:
 		return 0;
 	}
@@ -157,9 +171,17 @@ static inline unsigned int kern_tile_byte(enum kt_quant q, unsigned int r,
 		       (c % 2) * 2;
 	if (q == KT_QUANT_FP8)
 		return (c / 2) * (KERN_TILE_ROW_BYTES / 2) + r * 2 + c % 2;
+	if (q == KT_QUANT_MXFP4)	/* the nibble: kern_mxfp4_hi() */
+		return (c / 4) * KERN_MXFP4_LINE + r * 2 + c % 2;
 	if (q == KT_QUANT_INT4 || kern_quant_is_k(q))
 		c %= KERN_INT4_HI_K;
 	return (c / 4) * KERN_TILE_ROW_BYTES + r * KERN_TILE_LANE_BYTES + c % 4;
+}
+
+/* MXFP4: whether column @c of a tile is the high nibble of its byte. */
+static inline bool kern_mxfp4_hi(unsigned int c)
+{
+	return (c / 2) & 1;
 }
 
 #endif /* KT_KERNELS_LAYOUT_H */

@@ -10,6 +10,7 @@
 #define AMX_NAME(x) amx_##x
 #include "kernels/moe-amx.h"
 #include "kernels/fp8.h"
+#include "kernels/mxfp4.h"
 
 size_t kern_scratch_bytes_amx(const struct kern_geom *g, unsigned int max_m)
 {
@@ -62,6 +63,16 @@ const struct kern_ops kern_ops_amx = {
 			.gate_up_many = kern_gate_up_fp8_amx,
 			.down_many = kern_down_fp8_amx,
 			.many_min_m = KERN_AMX_MIN_M_FP8,
+		},
+		[KT_QUANT_MXFP4] = {
+			.act_row_bytes = kern_act_row_bytes_bf16_avx512,
+			.act_prepare = kern_act_prepare_bf16_avx512,
+			.scratch_bytes = kern_scratch_bytes_mxfp4_amx,
+			.gate_up = kern_gate_up_mxfp4_avx512,
+			.down = kern_down_mxfp4_avx512,
+			.gate_up_many = kern_gate_up_mxfp4_amx,
+			.down_many = kern_down_mxfp4_amx,
+			.many_min_m = KERN_AMX_MIN_M_MXFP4,
 		},
 	},
 };

@@ -9,6 +9,7 @@
 #define ZMM_BF16	1
 #include "kernels/moe-zmm.h"
 #include "kernels/fp8.h"
+#include "kernels/mxfp4.h"
 #include "kernels/qk.h"
 #include "kernels/q8_0.h"
 
@@ -30,6 +31,14 @@ const struct kern_ops kern_ops_avx512 = {
 		[KT_QUANT_INT4] = KERN_QUANT_OPS(int4, avx512),
 		[KT_QUANT_BF16] = KERN_QUANT_OPS(bf16, avx512),
 		[KT_QUANT_FP8] = FP8_OPS(avx512),
+		/* MXFP4 too (moe-mxfp4-avx512.c) */
+		[KT_QUANT_MXFP4] = {
+			.act_row_bytes = kern_act_row_bytes_bf16_avx512,
+			.act_prepare = kern_act_prepare_bf16_avx512,
+			.scratch_bytes = kern_scratch_bytes_mxfp4_avx512,
+			.gate_up = kern_gate_up_mxfp4_avx512,
+			.down = kern_down_mxfp4_avx512,
+		},
 		[KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512),
 		KERN_QK_SLOTS(avx512),
 	},

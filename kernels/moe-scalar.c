@@ -9,6 +9,7 @@
 
 #include "kernels/fp.h"
 #include "kernels/fp8.h"
+#include "kernels/mxfp4.h"
 #include "kernels/kern.h"
 #include "kernels/layout.h"
 
@@ -394,6 +395,14 @@ const struct kern_ops kern_ops_scalar = {
 			.scratch_bytes = scratch_none,
 			.gate_up = kern_gate_up_fp8_scalar,
 			.down = kern_down_fp8_scalar,
+		},
+		/* MXFP4 reads the same bf16 rows as FP8 */
+		[KT_QUANT_MXFP4] = {
+			.act_row_bytes = kern_act_row_bytes_fp8_scalar,
+			.act_prepare = kern_act_prepare_fp8_scalar,
+			.scratch_bytes = scratch_none,
+			.gate_up = kern_gate_up_mxfp4_scalar,
+			.down = kern_down_mxfp4_scalar,
 		},
 		[KT_QUANT_Q8_0] = KERN_Q8_0_OPS(scalar),
 		KERN_QK_SLOTS(scalar),

@@ -11,6 +11,7 @@
 
 #include "kernels/fp.h"
 #include "kernels/fp8.h"
+#include "kernels/mxfp4.h"
 #include "kernels/pack.h"
 
 /*
@@ -82,6 +83,18 @@ static int layout_one(enum kt_quant q, unsigned int hidden,
 		/* [N/128][K/128] f32 per matrix, padded to 64 bytes */
 		sgu = ((size_t)(hidden / 128) * (inter / 128) * 4 + 63) &
 		      ~(size_t)63;
+		sdn = sgu;
+		break;
+	case KT_QUANT_MXFP4:
+		if (group && group != KERN_MXFP4_GROUP) {
+			l->err = "MXFP4 group size must be 32";
+			return -EINVAL;
+		}
+		l->group = KERN_MXFP4_GROUP;
+		l->kt = KERN_TILE_K_MXFP4;
+		tb = nk / 2;
+		/* E8M0 bytes [K/32][N]: a multiple of 512 bytes */
+		sgu = nk / KERN_MXFP4_GROUP;
 		sdn = sgu;
 		break;
 	case KT_QUANT_Q4_K:
@@ -709,6 +722,9 @@ int kern_pack_matrix(const struct kern_pack_layout *l0, enum kern_mat_id id,
 		return -EINVAL;
 	if (l->quant == KT_QUANT_FP8)
 		return kern_pack_fp8_matrix(l, id, src, dtype, src_stride, blob);
+	if (l->quant == KT_QUANT_MXFP4)
+		return kern_pack_mxfp4_matrix(l, id, src, dtype, src_stride,
+					      blob);
 	mat_dims(l, id, &N, &K);
 	rows = malloc((size_t)KERN_TILE_ROWS * K * sizeof(float));
 	q = malloc((size_t)KERN_TILE_ROWS * K * 2);
@@ -910,6 +926,14 @@ float kern_pack_get(const struct kern_pack_layout *l0, enum kern_mat_id id,
 	case KT_QUANT_FP8:
 		return kern_fp8_to_f32(*p) * kern_fp8_scale(scales, l->group, K,
 							    n, k);
+	case KT_QUANT_MXFP4: {
+		const uint8_t *e8 = blob + l->scales_off[id];
+		uint8_t code = kern_mxfp4_hi(k % KERN_TILE_K_MXFP4) ?
+			       *p >> 4 : *p & 0xf;
+
+		return kern_mxfp4_value(code, e8[kern_mxfp4_scale_idx(N, n,
+						  k / KERN_MXFP4_GROUP)]);
+	}
 	default:
 		memcpy(&h, p, 2);
 		return kern_bf16_to_f32(h);

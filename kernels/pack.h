@@ -66,8 +66,8 @@ struct kern_range {
 /*
  * kern_pack_layout() - compute the layout of one expert.
  * @q: quantization. @hidden, @inter: H and I, multiples of 128.
- * @group: INT4 group 32, 64 or 128 (0: 128); Q8_0 32 (or 0); ignored
- *	otherwise.
+ * @group: INT4 group 32, 64 or 128 (0: 128); Q8_0 and MXFP4 32 (or 0);
+ *	FP8 128 or KERN_FP8_CHANNEL (0: 128); ignored otherwise.
  * Return: 0; -EINVAL with @l->err set.
  */
 int kern_pack_layout(enum kt_quant q, unsigned int hidden, unsigned int inter,
@@ -152,6 +152,18 @@ int kern_pack_rows_qk(const struct kern_pack_layout *l, enum kern_mat_id id,
 		      unsigned int nb, const int8_t *q, const float *d,
 		      const float *dmin, const uint8_t *sc, const uint8_t *mn,
 		      uint8_t *blob);
+
+/*
+ * kern_pack_rows_mxfp4() - pack rows [16*@nb, 16*@nb + 16) of MXFP4 matrix
+ *	@id from a file's blocks, kept as they are: @codes [16][K] E2M1 codes
+ *	0..15 and @e8m0 [16][K/32] scale bytes, w = e2m1(code) * 2^(e - 127)
+ *	(kernels/mxfp4.h unpacks both block byte orders to codes).
+ * Return: 0; -EINVAL another quantization, a code above 15 or a scale of
+ *	255 (NaN); nothing is written then.
+ */
+int kern_pack_rows_mxfp4(const struct kern_pack_layout *l, enum kern_mat_id id,
+			 unsigned int nb, const uint8_t *codes,
+			 const uint8_t *e8m0, uint8_t *blob);
 
 /* Point @mat at matrix @id of the blob at @blob. */
 void kern_pack_mat(const struct kern_pack_layout *l, enum kern_mat_id id,

@@ -108,6 +108,21 @@ size_t kern_scratch_bytes_fp8_avx2(const struct kern_geom *g,
 		.down = kern_down_fp8_avx2,				\
 	}
 
+/* MXFP4 likewise: AVX2 + FMA (moe-mxfp4-avx2.c) over the bf16 rows. */
+void kern_gate_up_mxfp4_avx2(const struct kern_gate_up_args *a);
+void kern_down_mxfp4_avx2(const struct kern_down_args *a);
+size_t kern_scratch_bytes_mxfp4_avx2(const struct kern_geom *g,
+				     unsigned int max_m);
+
+#define KERN_MXFP4_AVX2_OPS(sfx)					\
+	{								\
+		.act_row_bytes = kern_act_row_bytes_bf16_##sfx,		\
+		.act_prepare = kern_act_prepare_bf16_##sfx,		\
+		.scratch_bytes = kern_scratch_bytes_mxfp4_avx2,		\
+		.gate_up = kern_gate_up_mxfp4_avx2,			\
+		.down = kern_down_mxfp4_avx2,				\
+	}
+
 /* ...: more slots (designated initializers) of quantizations kept in
  * their own files, e.g. [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512) */
 #define KERN_OPS(id, sfx, ...)						\
@@ -119,6 +134,7 @@ size_t kern_scratch_bytes_fp8_avx2(const struct kern_geom *g,
 			[KT_QUANT_INT4] = KERN_QUANT_OPS(int4, sfx),	\
 			[KT_QUANT_BF16] = KERN_QUANT_OPS(bf16, sfx),	\
 			[KT_QUANT_FP8] = KERN_FP8_AVX2_OPS(sfx),	\
+			[KT_QUANT_MXFP4] = KERN_MXFP4_AVX2_OPS(sfx),	\
 			__VA_ARGS__					\
 		},							\
 	}
@@ -160,6 +176,8 @@ KERN_DECLARE_EXP(avxvnni_evex);
 #define KERN_AMX_MIN_M_BF16	2
 /* FP8 widens its tiles once per call and reuses them for every token */
 #define KERN_AMX_MIN_M_FP8	4
+/* MXFP4 widens a row block once per call (scales folded in) */
+#define KERN_AMX_MIN_M_MXFP4	4
 
 /* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
 extern const struct kern_ops kern_ops_avxvnni_evex;

@@ -218,6 +218,8 @@ KT_EXPORT const char *kt_quant_name(enum kt_quant q)
 		return "q5_k";
 	case KT_QUANT_Q6_K:
 		return "q6_k";
+	case KT_QUANT_MXFP4:
+		return "mxfp4";
 	default:
 		return "?";
 	}

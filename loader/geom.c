@@ -15,19 +15,22 @@ static int check_quant(int quant, uint32_t group_size)
 {
 	bool grouped = quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8 ||
 		       quant == KT_QUANT_Q8_0 || quant == KT_QUANT_Q4_K ||
-		       quant == KT_QUANT_Q5_K || quant == KT_QUANT_Q6_K;
+		       quant == KT_QUANT_Q5_K || quant == KT_QUANT_Q6_K ||
+		       quant == KT_QUANT_MXFP4;
 
 	if (quant != KT_QUANT_INT8 && quant != KT_QUANT_INT4 &&
 	    quant != KT_QUANT_BF16 && quant != KT_QUANT_FP8 &&
-	    quant != KT_QUANT_Q8_0 && !kern_quant_is_k(quant))
+	    quant != KT_QUANT_Q8_0 && !kern_quant_is_k(quant) &&
+	    quant != KT_QUANT_MXFP4)
 		return ldr_err(-EINVAL, "unknown quantization %d", quant);
 	if (quant == KT_QUANT_FP8 && group_size != 128 &&
 	    group_size != KT_GROUP_CHANNEL)
 		return ldr_err(-EINVAL, "FP8 scale group %u is neither 128 (128x128 blocks) nor %u (per row)",
 			       group_size, KT_GROUP_CHANNEL);
-	/* the GGUF quantizations (from kt convert of a .gguf) have 32 */
-	if ((quant == KT_QUANT_Q8_0 || kern_quant_is_k(quant)) &&
-	    group_size != 32)
+	/* the GGUF quantizations (from kt convert of a .gguf) and MXFP4
+	 * (one E8M0 scale per 32) have 32 */
+	if ((quant == KT_QUANT_Q8_0 || kern_quant_is_k(quant) ||
+	     quant == KT_QUANT_MXFP4) && group_size != 32)
 		return ldr_err(-EINVAL, "%s group size %u is not 32",
 			       kt_quant_name((enum kt_quant)quant), group_size);
 	if (!grouped && group_size)
@@ -44,7 +47,8 @@ int ldr_geom_init_mix(struct ldr_geom *g, int quant, int down_quant,
 		      uint32_t hidden, uint32_t inter, uint32_t group_size)
 {
 	bool grouped = quant == KT_QUANT_INT4 || quant == KT_QUANT_FP8 ||
-		       quant == KT_QUANT_Q8_0 || kern_quant_is_k(quant);
+		       quant == KT_QUANT_Q8_0 || kern_quant_is_k(quant) ||
+		       quant == KT_QUANT_MXFP4;
 	struct kern_pack_layout l;
 	int i, ret;
 

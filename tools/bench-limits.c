@@ -99,6 +99,7 @@ int bench_limits_measure(struct kt_ctx *ctx, const struct bench_cfg *cfg,
  */
 double bench_limits_peak(const struct bench_limits *l, enum kt_quant q)
 {
-	return q == KT_QUANT_BF16 || q == KT_QUANT_FP8 ? l->peak_bf16_tops :
+	return q == KT_QUANT_BF16 || q == KT_QUANT_FP8 ||
+	       q == KT_QUANT_MXFP4 ? l->peak_bf16_tops :
 	       l->peak_int8_tops;
 }

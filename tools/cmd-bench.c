@@ -48,7 +48,7 @@ static void usage(FILE *f)
 "      --inter I         expert intermediate size, a multiple of 32\n"
 "      --experts E       routed experts per layer\n"
 "      --topk K          experts per token (1..16)\n"
-"  -m, --method LIST     int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, comma\n"
+"  -m, --method LIST     int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, mxfp4, comma\n"
 "                        separated (default int8); q4_k_m, q5_k_m: gate/up\n"
 "                        Q4_K or Q5_K with down Q6_K, as GGUF files mix them\n"
 "  -g, --group-size G    INT4 group along K: 32, 64, 128 (default 128)\n"
@@ -216,7 +216,7 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 					BENCH_MAX_METHODS, one_quant);
 			if (n < 0)
 				return bad("--method", optarg,
-					   "int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, q4_k_m or q5_k_m (comma list)");
+					   "int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, mxfp4, q4_k_m or q5_k_m (comma list)");
 			c->n_methods = (unsigned int)n;
 			break;
 		case 'g':

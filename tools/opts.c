@@ -161,7 +161,7 @@ int opt_isa(const char *s, enum kt_isa *out)
 
 /**
  * opt_quant() - parse "int8", "int4", "bf16", "fp8", "q8_0", "q4_k",
- *	"q5_k" or "q6_k".
+ *	"q5_k", "q6_k" or "mxfp4".
  * @s: text.
  * @out: the quantization.
  * Return: 0; -EINVAL when unknown.
@@ -171,6 +171,7 @@ int opt_quant(const char *s, enum kt_quant *out)
 	static const enum kt_quant all[] = {
 		KT_QUANT_INT8, KT_QUANT_INT4, KT_QUANT_BF16, KT_QUANT_FP8,
 		KT_QUANT_Q8_0, KT_QUANT_Q4_K, KT_QUANT_Q5_K, KT_QUANT_Q6_K,
+		KT_QUANT_MXFP4,
 	};
 	size_t i;
 
