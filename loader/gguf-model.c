@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/fp.h"
+#include "kernels/mxfp4.h"
 #include "kernels/pack.h"
 #include "ktcore/cache.h"
 #include "ktcore/core.h"
@@ -92,6 +93,10 @@ static int quant_of(uint32_t type, enum kt_quant *q, unsigned int *group)
 		*q = KT_QUANT_INT4;
 		*group = 32;
 		return 0;
+	case LDR_GGML_MXFP4:
+		*q = KT_QUANT_MXFP4;
+		*group = 32;
+		return 0;
 	case LDR_GGML_BF16:
 	case LDR_GGML_F16:
 	case LDR_GGML_F32:
@@ -136,7 +141,7 @@ static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
 			       (unsigned long long)K, (unsigned long long)N,
 			       (unsigned long long)p->E);
 	if (quant_of(t->type, &q, &group))
-		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, BF16, F16 and F32 expert tensors",
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4, BF16, F16 and F32 expert tensors",
 			       p->g->path, (int)t->name.len, t->name.p,
 			       ldr_gguf_type_name(t->type));
 	if (!first[role]) {
@@ -518,6 +523,54 @@ static int pack_float(const struct ldr_gguf_src *p,
 	return kern_pack_matrix(l, id, p->pad, dt, K, blob);
 }
 
+/*
+ * An MXFP4 matrix, 16 rows at a time: ggml's block_mxfp4 (17 bytes: the
+ * E8M0 byte, then 16 bytes of codes, element j the low nibble of byte j
+ * and j + 16 its high one) into codes and scales; padding is code 0.
+ */
+static int pack_mxfp4(const struct ldr_gguf_src *p,
+		      const struct kern_pack_layout *l, int id,
+		      const uint8_t *src, struct ldr_gguf_bufs *bf,
+		      uint8_t *blob, uint32_t layer, uint32_t e)
+{
+	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
+	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
+	unsigned int Nt = (unsigned int)(id == KERN_MAT_DOWN ? p->H : p->I);
+	unsigned int Kt = (unsigned int)(id == KERN_MAT_DOWN ? p->I : p->H);
+	uint8_t *codes = (uint8_t *)bf->q, *e8 = bf->s6;
+	unsigned int nb, r, b;
+
+	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
+		memset(codes, 0, (size_t)KERN_TILE_ROWS * K);
+		memset(e8, 127, (size_t)KERN_TILE_ROWS * (K / 32));
+		for (r = 0; r < KERN_TILE_ROWS &&
+			    nb * KERN_TILE_ROWS + r < Nt; r++) {
+			const uint8_t *row = src + ((size_t)nb *
+				KERN_TILE_ROWS + r) * (Kt / 32) * 17;
+
+			for (b = 0; b < Kt / 32; b++) {
+				const uint8_t *blk = row + (size_t)b * 17;
+
+				if (blk[0] == KERN_E8M0_NAN)
+					return ldr_err(-EINVAL, "%s: layer %d expert %u %s: block %u of row %u has the E8M0 scale 255 (NaN)",
+						       p->g->path,
+						       p->layer_ids[layer], e,
+						       mat_names[id], b,
+						       nb * KERN_TILE_ROWS + r);
+				e8[(size_t)r * (K / 32) + b] = blk[0];
+				kern_mxfp4_unpack_ggml(blk + 1, codes +
+						       (size_t)r * K + b * 32);
+			}
+		}
+		if (kern_pack_rows_mxfp4(l, id, nb, codes, e8, blob))
+			return ldr_err(-EINVAL, "%s: layer %d expert %u %s: cannot pack rows %u..%u",
+				       p->g->path, p->layer_ids[layer], e,
+				       mat_names[id], nb * KERN_TILE_ROWS,
+				       nb * KERN_TILE_ROWS + 15);
+	}
+	return 0;
+}
+
 static int pack_matrix(const struct ldr_gguf_src *p,
 		       const struct kern_pack_layout *l0, int id,
 		       const uint8_t *src, struct ldr_gguf_bufs *bf,
@@ -546,6 +599,8 @@ static int pack_matrix(const struct ldr_gguf_src *p,
 	case LDR_GGML_Q6_K:
 		/* multiples of 256 in the file: never padded */
 		return pack_qk(p, l, id, type, src, bf, blob, layer, e);
+	case LDR_GGML_MXFP4:
+		return pack_mxfp4(p, l, id, src, bf, blob, layer, e);
 	}
 	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
 		memset(q, 0, (size_t)KERN_TILE_ROWS * K);

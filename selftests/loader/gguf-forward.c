@@ -551,6 +551,15 @@ TEST(gpt_oss_q4_0_padded_with_biases)
 	run_type(_metadata, c, KT_QUANT_INT4, ACT_INT4);
 }
 
+/* llama.cpp's gpt-oss files: MXFP4 experts, kept as MXFP4 */
+TEST(gpt_oss_mxfp4_padded_with_biases)
+{
+	struct gw_cfg c = oss;
+
+	c.type = GW_MXFP4;
+	run_type(_metadata, c, KT_QUANT_MXFP4, ACT_BF16);
+}
+
 TEST(gpt_oss_bf16_padded_with_biases)
 {
 	struct gw_cfg c = oss;
