@@ -47,6 +47,13 @@ struct kt_model {
 	uint32_t n_layers;
 	enum kt_quant quant;	/* gate and up */
 	enum kt_quant down_quant;	/* down: quant, or another GGUF type */
+	/*
+	 * Down's type per layer where it varies (a llama.cpp Q4_K_M file:
+	 * Q6_K in some layers, Q4_K in the others), each layer's experts
+	 * packed by kern_pack_layout_mix(quant, layer_down_quant[l]); NULL:
+	 * down_quant in every layer.
+	 */
+	uint8_t *layer_down_quant;
 	uint32_t group_size;	/* INT4 group along K; 0 otherwise */
 	uint32_t down_chunk;	/* KC: K chunk of the down matrix */
 	uint64_t expert_bytes;	/* packed bytes of one expert */
@@ -80,6 +87,14 @@ struct kt_model {
 	struct gpu_table *gpu;
 };
 
+/* The type of down in MoE layer @layer. */
+static inline enum kt_quant core_model_down_quant(const struct kt_model *m,
+						  uint32_t layer)
+{
+	return m->layer_down_quant ?
+		(enum kt_quant)m->layer_down_quant[layer] : m->down_quant;
+}
+
 /* Width of x and y rows: H as the model has it. */
 static inline uint32_t core_model_hidden_io(const struct kt_model *m)
 {
@@ -108,10 +123,11 @@ static inline float *core_model_bias(const struct kt_model *m,
 }
 
 /* Whether the experts are plain silu(g) * u of the unpadded H and I
- * without biases: what the GPU kernels and the .ktw format know. */
+ * without biases, one down type for all layers: what the GPU kernels and
+ * the .ktw format know. */
 static inline bool core_model_is_plain(const struct kt_model *m)
 {
-	return m->act == KT_ACT_SILU && !m->bias &&
+	return m->act == KT_ACT_SILU && !m->bias && !m->layer_down_quant &&
 	       core_model_hidden_io(m) == m->hidden &&
 	       core_model_inter_io(m) == m->inter;
 }

@@ -116,6 +116,8 @@ struct moe_job {
 	/* H: width of x and y rows; HK: the packed H (gate/up's K, down's
 	 * N), larger where the model is padded to the tiles */
 	unsigned int H, HK, I, E, k, kc, group;
+	/* the node that adds down's biases: the first with a slice */
+	unsigned int bias_node;
 	unsigned int t0, tc;	/* the chunk's tokens */
 	size_t xrb, crb;
 	/* expert cache: a gate+up pass computes the experts whose bytes
@@ -320,19 +322,29 @@ static int reserve_fn(struct kt_ctx *ctx, void *p)
 int core_moe_reserve(struct kt_ctx *ctx, const struct kt_model *m)
 {
 	struct reserve_arg ra = { .m = m };
+	uint32_t l;
 	int ret;
 
 	if (!ctx || !m)
 		return -EINVAL;
 	ra.qo = pick_ops(ctx, m->quant);
-	ra.qd = pick_ops(ctx, m->down_quant);
-	if (!ra.qo || !ra.qd) {
-		core_log(ctx, KT_LOG_ERROR, "no kernels for %s on %s",
-			 kt_quant_name(ra.qo ? m->down_quant : m->quant),
-			 kt_isa_name(kt_ctx_isa(ctx)));
-		return -EINVAL;
+	/* scratch for every down type of the model's layers */
+	for (l = 0, ret = 0; l < m->n_layers && !ret; l++) {
+		enum kt_quant qd = core_model_down_quant(m, l);
+
+		if (l && qd == core_model_down_quant(m, l - 1))
+			continue;
+		ra.qd = pick_ops(ctx, qd);
+		if (!ra.qo || !ra.qd) {
+			core_log(ctx, KT_LOG_ERROR, "no kernels for %s on %s",
+				 kt_quant_name(ra.qo ? qd : m->quant),
+				 kt_isa_name(kt_ctx_isa(ctx)));
+			return -EINVAL;
+		}
+		ret = core_ctx_exec(ctx, reserve_fn, &ra);
+		if (!m->layer_down_quant)
+			break;
 	}
-	ret = core_ctx_exec(ctx, reserve_fn, &ra);
 	/* last: a model that failed here holds no counters */
 	if (!ret)
 		ret = core_stats_reserve(m);
@@ -680,8 +692,8 @@ static void store_rows(const struct moe_job *j, unsigned int n0,
 }
 
 /*
- * y += w * bias for the tokens of one down call (the first node's only:
- * the bias is added once): after the expert's sum, in a fixed order.
+ * y += w * bias for the tokens of one down call (on one node only, so
+ * that the bias is added once): after the expert's sum, in a fixed order.
  */
 static void add_down_bias(const struct moe_job *j,
 			  const struct kern_down_args *da, uint32_t expert)
@@ -741,7 +753,7 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 				j->qd->down_many(&da);
 			else
 				j->qd->down(&da);
-			if (n == j->priv->nodes[0])
+			if (n == j->priv->nodes[j->bias_node])
 				add_down_bias(j, &da, gr->expert);
 		}
 		if (last)
@@ -837,7 +849,7 @@ static int moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe,
 		return ret;
 	memset(&j, 0, sizeof(j));
 	j.qo = pick_ops(ctx, m->quant);
-	j.qd = pick_ops(ctx, m->down_quant);
+	j.qd = pick_ops(ctx, core_model_down_quant(m, a->layer));
 	if (!j.qo || !j.qd)
 		return -EOPNOTSUPP;
 	if (!priv || priv->n_nodes != core_ctx_nodes(ctx))
@@ -849,6 +861,11 @@ static int moe_op(struct kt_ctx *ctx, const struct kt_sqe *sqe,
 		kern_node_slice(m->inter, m->down_chunk, priv->n_nodes, i,
 				&priv->nodes[i]->i0, &priv->nodes[i]->i1);
 	}
+	/* a node without a slice runs no down call: fewer chunks than nodes */
+	for (j.bias_node = 0; j.bias_node + 1 < priv->n_nodes &&
+	     priv->nodes[j.bias_node]->i1 == priv->nodes[j.bias_node]->i0;
+	     j.bias_node++)
+		;
 	/* the GPU set this op runs with, whole (ktcore/residency.h): its
 	 * experts are the GPU's, skipped here like the op's own skip_mask */
 	rs = residency ? core_residency_get(m, &rslot) : NULL;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/fp.h"
+#include "kernels/mxfp4.h"
 #include "kernels/pack.h"
 #include "ktcore/cache.h"
 #include "ktcore/core.h"
@@ -46,6 +47,7 @@ static void release(struct kt_model *m)
 
 	core_mem_free(&gm->mem);
 	free(m->bias);
+	free(m->layer_down_quant);
 	free(m->experts);
 	free(m->layer_ids);
 	free(gm);
@@ -89,6 +91,10 @@ static int quant_of(uint32_t type, enum kt_quant *q, unsigned int *group)
 	case LDR_GGML_Q4_0:
 		/* d * (nibble - 8): exactly kt's INT4 with group 32 */
 		*q = KT_QUANT_INT4;
+		*group = 32;
+		return 0;
+	case LDR_GGML_MXFP4:
+		*q = KT_QUANT_MXFP4;
 		*group = 32;
 		return 0;
 	case LDR_GGML_BF16:
@@ -135,7 +141,7 @@ static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
 			       (unsigned long long)K, (unsigned long long)N,
 			       (unsigned long long)p->E);
 	if (quant_of(t->type, &q, &group))
-		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, BF16, F16 and F32 expert tensors",
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s: kt reads Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4, BF16, F16 and F32 expert tensors",
 			       p->g->path, (int)t->name.len, t->name.p,
 			       ldr_gguf_type_name(t->type));
 	if (!first[role]) {
@@ -147,18 +153,23 @@ static int check_tensor(struct ldr_gguf_src *p, const struct ldr_gguf_tensor *t,
 			p->quant = q;
 			p->group = group;
 		}
+	} else if (t->type != *type && role && mixable(p->type) &&
+		   mixable(*type) && mixable(t->type)) {
+		/* down's type varies by layer among the block types that
+		 * mix: each layer gets its own layout (plan_layouts()) */
+		p->down_varies = true;
 	} else if (t->type != *type) {
-		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt holds one type for gate and up and one for down in every layer (types that vary by layer are not supported)",
+		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt holds one type for gate and up in every layer, and down's may vary by layer only among Q8_0, Q4_K, Q5_K and Q6_K",
 			       p->g->path, (int)t->name.len, t->name.p,
 			       ldr_gguf_type_name(t->type),
 			       (int)first[role]->name.len, first[role]->name.p,
 			       ldr_gguf_type_name(*type));
 	}
-	if (role && p->type_down != p->type &&
-	    (!mixable(p->type) || !mixable(p->type_down)))
+	if (role && t->type != p->type &&
+	    (!mixable(p->type) || !mixable(t->type)))
 		return ldr_err(-EOPNOTSUPP, "%s: %.*s is %s but %.*s is %s: kt mixes types between gate/up and down only among Q8_0, Q4_K, Q5_K and Q6_K",
 			       p->g->path, (int)t->name.len, t->name.p,
-			       ldr_gguf_type_name(p->type_down),
+			       ldr_gguf_type_name(t->type),
 			       (int)first[0]->name.len, first[0]->name.p,
 			       ldr_gguf_type_name(p->type));
 	return 0;
@@ -326,7 +337,8 @@ static int plan_layers(struct ldr_gguf_src *p)
 
 	p->layer_ids = calloc(p->n_blocks, sizeof(*p->layer_ids));
 	p->t = calloc(p->n_blocks, sizeof(*p->t));
-	if (!p->layer_ids || !p->t)
+	p->down_types = calloc(p->n_blocks, sizeof(*p->down_types));
+	if (!p->layer_ids || !p->t || !p->down_types)
 		return -ENOMEM;
 	for (l = 0; l < p->n_blocks; l++) {
 		const struct ldr_gguf_tensor *t[3];
@@ -359,6 +371,7 @@ static int plan_layers(struct ldr_gguf_src *p)
 		ret = plan_bias(p, l, p->n_layers);
 		if (ret)
 			return ret;
+		p->down_types[p->n_layers] = t[KERN_MAT_DOWN]->type;
 		p->layer_ids[p->n_layers++] = (int32_t)l;
 	}
 	if (!p->n_layers)
@@ -510,6 +523,54 @@ static int pack_float(const struct ldr_gguf_src *p,
 	return kern_pack_matrix(l, id, p->pad, dt, K, blob);
 }
 
+/*
+ * An MXFP4 matrix, 16 rows at a time: ggml's block_mxfp4 (17 bytes: the
+ * E8M0 byte, then 16 bytes of codes, element j the low nibble of byte j
+ * and j + 16 its high one) into codes and scales; padding is code 0.
+ */
+static int pack_mxfp4(const struct ldr_gguf_src *p,
+		      const struct kern_pack_layout *l, int id,
+		      const uint8_t *src, struct ldr_gguf_bufs *bf,
+		      uint8_t *blob, uint32_t layer, uint32_t e)
+{
+	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
+	unsigned int K = id == KERN_MAT_DOWN ? l->inter : l->hidden;
+	unsigned int Nt = (unsigned int)(id == KERN_MAT_DOWN ? p->H : p->I);
+	unsigned int Kt = (unsigned int)(id == KERN_MAT_DOWN ? p->I : p->H);
+	uint8_t *codes = (uint8_t *)bf->q, *e8 = bf->s6;
+	unsigned int nb, r, b;
+
+	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
+		memset(codes, 0, (size_t)KERN_TILE_ROWS * K);
+		memset(e8, 127, (size_t)KERN_TILE_ROWS * (K / 32));
+		for (r = 0; r < KERN_TILE_ROWS &&
+			    nb * KERN_TILE_ROWS + r < Nt; r++) {
+			const uint8_t *row = src + ((size_t)nb *
+				KERN_TILE_ROWS + r) * (Kt / 32) * 17;
+
+			for (b = 0; b < Kt / 32; b++) {
+				const uint8_t *blk = row + (size_t)b * 17;
+
+				if (blk[0] == KERN_E8M0_NAN)
+					return ldr_err(-EINVAL, "%s: layer %d expert %u %s: block %u of row %u has the E8M0 scale 255 (NaN)",
+						       p->g->path,
+						       p->layer_ids[layer], e,
+						       mat_names[id], b,
+						       nb * KERN_TILE_ROWS + r);
+				e8[(size_t)r * (K / 32) + b] = blk[0];
+				kern_mxfp4_unpack_ggml(blk + 1, codes +
+						       (size_t)r * K + b * 32);
+			}
+		}
+		if (kern_pack_rows_mxfp4(l, id, nb, codes, e8, blob))
+			return ldr_err(-EINVAL, "%s: layer %d expert %u %s: cannot pack rows %u..%u",
+				       p->g->path, p->layer_ids[layer], e,
+				       mat_names[id], nb * KERN_TILE_ROWS,
+				       nb * KERN_TILE_ROWS + 15);
+	}
+	return 0;
+}
+
 static int pack_matrix(const struct ldr_gguf_src *p,
 		       const struct kern_pack_layout *l0, int id,
 		       const uint8_t *src, struct ldr_gguf_bufs *bf,
@@ -517,7 +578,7 @@ static int pack_matrix(const struct ldr_gguf_src *p,
 {
 	struct kern_pack_layout ml;
 	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml);
-	uint32_t type = id == KERN_MAT_DOWN ? p->type_down : p->type;
+	uint32_t type = id == KERN_MAT_DOWN ? p->down_types[layer] : p->type;
 	int8_t *q = bf->q;
 	float *sc = bf->sc;
 	unsigned int N = id == KERN_MAT_DOWN ? l->hidden : l->inter;
@@ -538,6 +599,8 @@ static int pack_matrix(const struct ldr_gguf_src *p,
 	case LDR_GGML_Q6_K:
 		/* multiples of 256 in the file: never padded */
 		return pack_qk(p, l, id, type, src, bf, blob, layer, e);
+	case LDR_GGML_MXFP4:
+		return pack_mxfp4(p, l, id, src, bf, blob, layer, e);
 	}
 	for (nb = 0; nb < N / KERN_TILE_ROWS; nb++) {
 		memset(q, 0, (size_t)KERN_TILE_ROWS * K);
@@ -586,7 +649,8 @@ int ldr_gguf_src_pack(struct ldr_gguf_src *p, uint32_t layer, uint32_t e,
 	for (id = 0; id < 3 && !ret; id++) {
 		const struct ldr_gguf_tensor *t = p->t[layer][id];
 
-		ret = pack_matrix(p, &p->lay, id, t->data + t->nbytes / p->E * e,
+		ret = pack_matrix(p, ldr_gguf_src_lay(p, layer), id,
+				  t->data + t->nbytes / p->E * e,
 				  &p->bf, blob, layer, e);
 	}
 	return ret;
@@ -604,10 +668,32 @@ void ldr_gguf_src_close(struct ldr_gguf_src *p)
 	free(p->bf.m6);
 	free(p->pad);
 	free(p->bias);
+	free(p->lays);
+	free(p->down_types);
 	free(p->layer_ids);
 	free(p->t);
 	ldr_gguf_close((struct ldr_gguf *)p->g);
 	free(p);
+}
+
+/* One layout per layer where down's type varies by layer. */
+static int plan_layouts(struct ldr_gguf_src *p)
+{
+	unsigned int group;
+	enum kt_quant qd;
+	uint32_t l;
+
+	p->lays = calloc(p->n_layers, sizeof(*p->lays));
+	if (!p->lays)
+		return -ENOMEM;
+	for (l = 0; l < p->n_layers; l++) {
+		quant_of(p->down_types[l], &qd, &group);
+		if (kern_pack_layout_mix(p->quant, qd, p->lay.hidden,
+					 p->lay.inter, p->group, &p->lays[l]))
+			return ldr_err(-EINVAL, "%s: layer %d: %s", p->g->path,
+				       p->layer_ids[l], p->lays[l].err);
+	}
+	return 0;
 }
 
 int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out)
@@ -637,6 +723,8 @@ int ldr_gguf_src_open(const char *path, struct ldr_gguf_src **out)
 		if (ret)
 			ldr_err(ret, "%s: %s", path, p->lay.err);
 	}
+	if (!ret && p->down_varies)
+		ret = plan_layouts(p);
 	if (ret)
 		goto err;
 	/* 16 rows of the largest matrix: K <= 2^20 */
@@ -699,12 +787,24 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	m->down_quant = p->quant_down;
 	m->group_size = l->group;
 	m->down_chunk = l->kc;
+	/* blobs of every layer in one stride: the largest layout */
 	m->expert_bytes = l->total;
+	for (layer = 0; layer < p->n_layers; layer++)
+		if (ldr_gguf_src_lay(p, layer)->total > m->expert_bytes)
+			m->expert_bytes = ldr_gguf_src_lay(p, layer)->total;
 	m->release = release;
 	m->layer_ids = calloc(p->n_layers, sizeof(*m->layer_ids));
 	m->experts = calloc((size_t)p->n_layers * p->E, sizeof(*m->experts));
 	if (!m->layer_ids || !m->experts)
 		return -ENOMEM;
+	if (p->lays) {
+		m->layer_down_quant = malloc(p->n_layers);
+		if (!m->layer_down_quant)
+			return -ENOMEM;
+		for (layer = 0; layer < p->n_layers; layer++)
+			m->layer_down_quant[layer] =
+				(uint8_t)p->lays[layer].quant_down;
+	}
 	if (p->bias) {
 		m->bias = calloc((size_t)p->n_layers * p->E,
 				 core_model_bias_stride(m) * sizeof(float));
@@ -715,7 +815,9 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	for (e = 0; e < p->E; e++)
 		n_blobs += !masked(mask, (uint32_t)e);
 	n_blobs *= p->n_layers;
-	stride = (l->total + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
+	stride = (m->expert_bytes + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
+	/* pages placed by layer 0's layout: where down's type varies, the
+	 * other layers' down parts sit a little off (placement only) */
 	ldr_placement_init(&place, l, core_ctx_nodes(ctx), 0, n_blobs,
 			   stride);
 	ret = core_mem_alloc_spread(ctx, n_blobs * stride,
@@ -728,6 +830,8 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	for (layer = 0; layer < p->n_layers; layer++) {
 		for (e = 0; e < p->E; e++) {
 			struct core_expert *ex = core_model_expert(m, layer, e);
+			const struct kern_pack_layout *ll =
+				ldr_gguf_src_lay(p, layer);
 			uint8_t *blob;
 
 			if (masked(mask, e))
@@ -739,11 +843,11 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 			if (m->bias)
 				ldr_gguf_src_bias(p, layer, e,
 						  core_model_bias(m, layer, e));
-			kern_pack_mat(l, KERN_MAT_GATE, blob, &ex->gate);
-			kern_pack_mat(l, KERN_MAT_UP, blob, &ex->up);
-			kern_pack_mat(l, KERN_MAT_DOWN, blob, &ex->down);
+			kern_pack_mat(ll, KERN_MAT_GATE, blob, &ex->gate);
+			kern_pack_mat(ll, KERN_MAT_UP, blob, &ex->up);
+			kern_pack_mat(ll, KERN_MAT_DOWN, blob, &ex->down);
 			ex->present = true;
-			m->resident_bytes += l->total;
+			m->resident_bytes += ll->total;
 		}
 	}
 	return 0;

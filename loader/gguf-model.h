@@ -48,13 +48,29 @@ struct ldr_gguf_src {
 	enum kt_act act;
 	const struct ldr_gguf_tensor *(*bias)[3];
 	void *pad;	/* one matrix of a float type, padded */
+	/*
+	 * Down's type where it varies by layer (llama.cpp's Q4_K_M gives
+	 * some layers Q6_K, the others Q4_K): @lays[n_layers] their layouts
+	 * (@lay is layer 0's), @down_types the ggml types; NULL otherwise.
+	 */
+	struct kern_pack_layout *lays;
+	uint32_t *down_types;
+	bool down_varies;
 };
+
+/* The packed layout of MoE layer @layer. */
+static inline const struct kern_pack_layout *
+ldr_gguf_src_lay(const struct ldr_gguf_src *s, uint32_t layer)
+{
+	return s->lays ? &s->lays[layer] : &s->lay;
+}
 
 /* Whether @s runs as plain silu(g) * u on unpadded H and I without
  * biases (what a .ktw holds). */
 static inline bool ldr_gguf_src_is_plain(const struct ldr_gguf_src *s)
 {
-	return s->act == KT_ACT_SILU && !s->bias && s->lay.hidden == s->H &&
+	return s->act == KT_ACT_SILU && !s->bias && !s->lays &&
+	       s->lay.hidden == s->H &&
 	       s->lay.inter == s->I;
 }
 

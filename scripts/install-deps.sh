@@ -21,7 +21,19 @@ for p in $pkgs; do
 		missing="$missing $p"
 	fi
 done
-[ -z "$missing" ] && exit 0
+# llama.cpp's ggml libraries for the ggml cross-check (selftests/ggml),
+# from the npm registry: best effort, the install never fails on them
+# (the test skips without them)
+fetch_ggml() {
+	sh "$(dirname "$0")/fetch-ggml.sh" >/dev/null 2>&1 ||
+		echo "install-deps: ggml libraries not fetched (no registry?):" \
+			"selftests/ggml will skip; scripts/fetch-ggml.sh retries"
+}
+
+if [ -z "$missing" ]; then
+	fetch_ggml
+	exit 0
+fi
 
 echo "install-deps: installing:$missing"
 sudo=""
@@ -36,4 +48,5 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 # shellcheck disable=SC2086
 $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fetch_ggml
 echo "install-deps: done"

@@ -9,9 +9,11 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -236,6 +238,26 @@ static void progress(void *arg, uint64_t done, uint64_t total)
 	last = pct;
 }
 
+/* A GGUF file (by its magic) or a checkpoint folder: no .ktw header. */
+static bool is_other_model(const char *path)
+{
+	struct stat st;
+	char magic[4];
+	FILE *f;
+	bool gguf;
+
+	if (stat(path, &st))
+		return false;
+	if (S_ISDIR(st.st_mode))
+		return true;
+	f = fopen(path, "rb");
+	if (!f)
+		return false;
+	gguf = fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+	fclose(f);
+	return gguf;
+}
+
 static int write_model(const struct bc_cfg *c)
 {
 	const struct bench_preset *p = NULL;
@@ -248,6 +270,11 @@ static int write_model(const struct bc_cfg *c)
 			p = &bench_presets[i];
 	if (!p) {
 		fprintf(stderr, "kt bench: unknown preset '%s'\n", c->preset);
+		return 2;
+	}
+	if (p->act != KT_ACT_SILU || p->bias) {
+		fprintf(stderr, "kt bench: --write-model writes silu experts without biases; %s's are not\n",
+			p->name);
 		return 2;
 	}
 	o.path = c->write_model;
@@ -437,9 +464,15 @@ static int run_model(const struct bc_cfg *c)
 	unsigned int i;
 	int ret;
 
-	ret = kt_ktw_inspect(c->model, &ki, NULL, 0);
-	if (ret) {
+	/* a GGUF file or a checkpoint folder is read whole at open */
+	memset(&ki, 0, sizeof(ki));
+	if (kt_ktw_inspect(c->model, &ki, NULL, 0) && !is_other_model(c->model)) {
 		fprintf(stderr, "kt bench: %s\n", kt_last_error());
+		return 1;
+	}
+	if (!ki.n_layers && (c->budget_frac || c->budget || c->mmap)) {
+		fprintf(stderr, "kt bench: %s: --budget and --mmap need a .ktw (kt convert makes one)\n",
+			c->model);
 		return 1;
 	}
 	model_bytes = (uint64_t)ki.n_layers * ki.n_experts *
@@ -451,8 +484,6 @@ static int run_model(const struct bc_cfg *c)
 	mo.prefetch_next = c->prefetch;
 	mo.halflife = c->halflife;
 	k = c->top_k ? c->top_k : ki.top_k ? ki.top_k : 8;
-	if (k > ki.n_experts)
-		k = ki.n_experts;
 	drop_cache(c->model);	/* both modes start cold */
 	ret = kt_ctx_create(&co, &ctx);
 	if (ret) {
@@ -466,6 +497,10 @@ static int run_model(const struct bc_cfg *c)
 		goto out;
 	}
 	kt_model_get_info(m, &mi);
+	if (!model_bytes)
+		model_bytes = mi.resident_bytes;
+	if (k > mi.n_experts)
+		k = mi.n_experts;
 	for (i = 0; i < c->n_tokens; i++)
 		if (c->tokens[i] > tmax)
 			tmax = c->tokens[i];
@@ -480,11 +515,12 @@ static int run_model(const struct bc_cfg *c)
 	}
 	for (i = 0; i < tmax * mi.hidden; i++)
 		x[i] = (float)((int)(rng(&r.s) % 2001) - 1000) / 1000.0f;
-	printf("model %s: %u layers x %u experts, %.2f GiB; load %s, budget %.2f GiB (%.0f%%), routing %s%.2f, top-%u, prefetch %u, policy %s, half-life %u ops\n",
+	printf("model %s: %u layers x %u experts, %.2f GiB; load %s, budget %.2f GiB (%.0f%%), routing %s%.*f, top-%u, prefetch %u, policy %s, half-life %u ops\n",
 	       c->model, mi.n_layers, mi.n_experts, model_bytes / 1073741824.0,
 	       c->mmap ? "mmap" : "cache", mi.resident_bytes / 1073741824.0,
 	       100.0 * mi.resident_bytes / model_bytes,
-	       c->zipf ? "zipf:" : "uniform", c->zipf ? c->zipf : 0.0, k,
+	       c->zipf ? "zipf:" : "uniform", c->zipf ? 2 : 0,
+	       c->zipf ? c->zipf : 0.0, k,
 	       c->prefetch, c->lru ? "lru" : "lfu",
 	       c->halflife ? c->halflife : 64 * mi.n_layers);
 	for (i = 0; i < c->n_tokens; i++) {

@@ -21,6 +21,8 @@ struct bench_preset {
 	uint32_t inter;
 	uint32_t experts;
 	uint32_t top_k;
+	enum kt_act act;	/* the gated activation */
+	bool bias;		/* expert biases (GPT-OSS) */
 };
 
 extern const struct bench_preset bench_presets[];
@@ -37,6 +39,8 @@ enum bench_wait {
 struct bench_cfg {
 	const char *preset;		/* "custom" once a dimension is set */
 	uint32_t hidden, inter, experts, top_k;
+	enum kt_act act;		/* the preset's */
+	bool bias;
 	enum kt_quant methods[BENCH_MAX_METHODS];	/* or BENCH_Q*_K_M */
 	unsigned int n_methods;
 	enum kt_isa isas[KT_ISA_COUNT];

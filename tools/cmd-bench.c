@@ -20,10 +20,13 @@
 #include "tools/sys.h"
 
 const struct bench_preset bench_presets[] = {
-	{ "qwen3-30b-a3b", 2048, 768, 128, 8 },
-	{ "qwen3-235b-a22b", 4096, 1536, 128, 8 },
-	{ "deepseek-v3", 7168, 2048, 256, 8 },
-	{ "mixtral-8x7b", 4096, 14336, 8, 2 },
+	{ "qwen3-30b-a3b", 2048, 768, 128, 8, KT_ACT_SILU, false },
+	{ "qwen3-235b-a22b", 4096, 1536, 128, 8, KT_ACT_SILU, false },
+	{ "deepseek-v3", 7168, 2048, 256, 8, KT_ACT_SILU, false },
+	{ "mixtral-8x7b", 4096, 14336, 8, 2, KT_ACT_SILU, false },
+	/* H = I = 2880 pack as 2944 (zero padded), clamped SwiGLU, biases */
+	{ "gpt-oss-20b", 2880, 2880, 32, 4, KT_ACT_SWIGLU_OAI, true },
+	{ "gpt-oss-120b", 2880, 2880, 128, 4, KT_ACT_SWIGLU_OAI, true },
 };
 const unsigned int bench_n_presets =
 	sizeof(bench_presets) / sizeof(bench_presets[0]);
@@ -41,8 +44,8 @@ static void usage(FILE *f)
 "\n"
 "model:\n"
 "  -p, --preset NAME     model dimensions (default qwen3-30b-a3b)\n"
-"      --hidden H        hidden size, a multiple of 128\n"
-"      --inter I         expert intermediate size, a multiple of 128\n"
+"      --hidden H        hidden size, a multiple of 32 (kt pads to 128)\n"
+"      --inter I         expert intermediate size, a multiple of 32\n"
 "      --experts E       routed experts per layer\n"
 "      --topk K          experts per token (1..16)\n"
 "  -m, --method LIST     int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, mxfp4, comma\n"
@@ -191,11 +194,11 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 			break;
 		case OPT_HIDDEN:
 		case OPT_INTER:
-			if (opt_u32(optarg, 128, 1u << 20, &dims[opt - OPT_HIDDEN]) ||
-			    dims[opt - OPT_HIDDEN] % 128)
+			if (opt_u32(optarg, 32, 1u << 20, &dims[opt - OPT_HIDDEN]) ||
+			    dims[opt - OPT_HIDDEN] % 32)
 				return bad(opt == OPT_HIDDEN ? "--hidden" :
 					   "--inter", optarg,
-					   "a multiple of 128");
+					   "a multiple of 32");
 			custom = true;
 			break;
 		case OPT_EXPERTS:
@@ -342,6 +345,8 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 	c->inter = dims[1] ? dims[1] : bench_presets[i].inter;
 	c->experts = dims[2] ? dims[2] : bench_presets[i].experts;
 	c->top_k = dims[3] ? dims[3] : bench_presets[i].top_k;
+	c->act = bench_presets[i].act;
+	c->bias = bench_presets[i].bias;
 	if (c->top_k > c->experts) {
 		fprintf(stderr, "kt bench: bad --topk %u: more than the %u experts\n",
 			c->top_k, c->experts);
@@ -381,6 +386,40 @@ static int make_ctx(const struct bench_cfg *c, enum kt_isa isa,
 	return ret;
 }
 
+/* The synthetic experts with one set of biases for all (GPT-OSS). */
+struct biased {
+	struct synth *s;
+	float *bias;	/* gate [I], up [I], down [H] */
+	uint32_t inter;
+};
+
+static int biased_get_expert(void *arg, uint32_t layer, uint32_t e,
+			     struct kt_expert_src *src)
+{
+	const struct biased *b = arg;
+	int ret = synth_get_expert(b->s, layer, e, src);
+
+	src->gate_bias = b->bias;
+	src->up_bias = b->bias + b->inter;
+	src->down_bias = b->bias + 2 * (size_t)b->inter;
+	return ret;
+}
+
+static float *make_bias(const struct bench_cfg *c)
+{
+	size_t n = 2 * (size_t)c->inter + c->hidden, i;
+	float *b = malloc(n * sizeof(*b));
+	uint64_t r = c->seed | 1;
+
+	for (i = 0; b && i < n; i++) {
+		r ^= r << 13;
+		r ^= r >> 7;
+		r ^= r << 17;
+		b[i] = (float)(r % 2001) / 1000.0f - 1.0f;
+	}
+	return b;
+}
+
 static int make_model(struct kt_ctx *ctx, const struct bench_cfg *c,
 		      enum kt_quant q, uint32_t layers, struct kt_model **m)
 {
@@ -390,6 +429,7 @@ static int make_model(struct kt_ctx *ctx, const struct bench_cfg *c,
 		.progress = sys_stderr_tty(),
 	};
 	struct kt_model_desc d = { .sz = sizeof(d) };
+	struct biased bs = { 0 };
 	struct synth *s;
 	int ret;
 
@@ -407,7 +447,21 @@ static int make_model(struct kt_ctx *ctx, const struct bench_cfg *c,
 	/* FP8: 0 is its 128x128 scale blocks */
 	d.get_expert = synth_get_expert;
 	d.arg = s;
+	d.act = c->act;
+	if (c->bias) {
+		bs.s = s;
+		bs.inter = c->inter;
+		bs.bias = make_bias(c);
+		if (!bs.bias) {
+			synth_destroy(s);
+			return -ENOMEM;
+		}
+		d.desc_flags = KT_DESC_F_BIAS;
+		d.get_expert = biased_get_expert;
+		d.arg = &bs;
+	}
 	ret = kt_model_create(ctx, &d, m);
+	free(bs.bias);
 	synth_destroy(s);
 	if (ret)
 		fprintf(stderr, "kt bench: building the %s model failed: %s\n",

@@ -50,7 +50,9 @@ class SysInfo(ctypes.Structure):
 
 
 class ExpertSrc(ctypes.Structure):
-    _fields_ = [("gate", c_void_p), ("up", c_void_p), ("down", c_void_p)]
+    _fields_ = [("gate", c_void_p), ("up", c_void_p), ("down", c_void_p),
+                ("gate_bias", c_void_p), ("up_bias", c_void_p),
+                ("down_bias", c_void_p)]
 
 
 EXPERT_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_uint32, c_uint32,
@@ -65,7 +67,9 @@ class ModelDesc(ctypes.Structure):
                 ("get_expert", EXPERT_FN), ("arg", c_void_p),
                 ("expert_mask", POINTER(c_uint64)),
                 ("layer_masks", POINTER(c_uint64)),
-                ("down_quant", c_uint32), ("reserved", c_uint32 * 5)]
+                ("down_quant", c_uint32), ("act", c_uint32),
+                ("act_alpha", ctypes.c_float), ("act_limit", ctypes.c_float),
+                ("desc_flags", c_uint32), ("reserved", c_uint32 * 1)]
 
 
 class ModelOpts(ctypes.Structure):
@@ -79,7 +83,9 @@ class ModelInfo(ctypes.Structure):
                 ("n_experts", c_uint32), ("n_layers", c_uint32),
                 ("quant", c_int), ("group_size", c_uint32),
                 ("expert_bytes", c_uint64), ("resident_bytes", c_uint64),
-                ("down_quant", c_uint32), ("reserved", c_uint32 * 7)]
+                ("down_quant", c_uint32), ("act", c_uint32),
+                ("act_alpha", ctypes.c_float), ("act_limit", ctypes.c_float),
+                ("bias", c_uint32), ("reserved", c_uint32 * 3)]
 
 
 class KtwInfo(ctypes.Structure):

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * isa.c - every compiled SIMD variant the CPU runs against the scalar
- * oracle, on the same packed weights and f32 activations: gate+up and
- * down for each quantization, token counts on both sides of the "many
- * tokens" threshold, and sub-ranges of rows, columns and K chunks.
+ * oracle, on the same packed weights and f32 activations: gate+up (with
+ * the plain SiLU epilogue, biases and GPT-OSS's clamped SwiGLU) and down
+ * for each quantization, token counts on both sides of the "many tokens"
+ * threshold, and sub-ranges of rows, columns and K chunks.
  */
 #include <errno.h>
 
@@ -73,7 +74,8 @@ static double cmp_gate_up(struct kt_test_meta *_metadata,
 			  const struct kern_quant_ops *qo,
 			  const struct kern_quant_ops *ref,
 			  const struct blob *b, enum kt_dtype xdt,
-			  unsigned int m, unsigned int n0, unsigned int n1)
+			  unsigned int m, unsigned int n0, unsigned int n1,
+			  const struct kern_glu *glu)
 {
 	const struct kern_quant_ops *ops[2] = { qo, ref };
 	unsigned int H = b->l.hidden, nr = n1 - n0, i, v;
@@ -99,7 +101,7 @@ static double cmp_gate_up(struct kt_test_meta *_metadata,
 			.gate = &b->mat[0], .up = &b->mat[1], .N = b->l.inter,
 			.K = H, .group = b->l.group, .n0 = n0, .n1 = n1,
 			.act = act, .act_stride = rb, .act_rows = rows, .m = m,
-			.scratch = scratch,
+			.scratch = scratch, .glu = glu,
 		};
 
 		ASSERT_EQ(rb % 64, 0);
@@ -199,16 +201,30 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
 					    KT_QUANT_BF16, KT_QUANT_FP8,
 					    KT_QUANT_Q8_0, KT_QUANT_Q4_K,
-					    KT_QUANT_Q5_K, KT_QUANT_Q6_K };
+					    KT_QUANT_Q5_K, KT_QUANT_Q6_K,
+					    KT_QUANT_MXFP4 };
 	static const unsigned int ms[] = { 1, 3, 16, 37, KERN_MAX_M };
 	const struct kern_ops *ops = kern_ops_get(isa);
 	const struct kern_ops *scalar = kern_ops_get(KT_ISA_SCALAR);
-	unsigned int qi, mi, tested = 0;
+	unsigned int qi, mi, tested = 0, i;
+	float gb[768], ub[768];
+	struct tu_rng rb = { 77 };
+	/* GPT-OSS's activation with both biases (a low limit, so that the
+	 * clamps bite), and silu(g) * u with an up bias only */
+	const struct kern_glu oai = {
+		.act = KT_ACT_SWIGLU_OAI, .alpha = KT_SWIGLU_OAI_ALPHA,
+		.limit = 0.5f, .gate_bias = gb, .up_bias = ub,
+	};
+	const struct kern_glu silu_b = { .act = KT_ACT_SILU, .up_bias = ub };
 
 	if (!ops)
 		SKIP(return, "%s kernels are not compiled in", kt_isa_name(isa));
 	if (!core_isa_runs(isa, core_cpu_flags()))
 		SKIP(return, "this CPU cannot run %s", kt_isa_name(isa));
+	for (i = 0; i < 768; i++) {
+		gb[i] = (float)(0.5 * tu_normal(&rb));
+		ub[i] = (float)(0.5 * tu_normal(&rb));
+	}
 	for (qi = 0; qi < sizeof(qs) / sizeof(qs[0]); qi++) {
 		const struct kern_quant_ops *qo = kern_quant_ops_get(ops, qs[qi]);
 		const struct kern_quant_ops *ref =
@@ -237,10 +253,16 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 			unsigned int m = ms[mi];
 
 			e = cmp_gate_up(_metadata, qo, ref, &b, KT_DTYPE_F32,
-					m, 0, 768);
+					m, 0, 768, NULL);
 			worst = fmax(worst, e);
 			e = cmp_gate_up(_metadata, qo, ref, &b2, KT_DTYPE_BF16,
-					m, 48, 176);
+					m, 48, 176, NULL);
+			worst = fmax(worst, e);
+			e = cmp_gate_up(_metadata, qo, ref, &b2, KT_DTYPE_BF16,
+					m, 16, 384, &oai);
+			worst = fmax(worst, e);
+			e = cmp_gate_up(_metadata, qo, ref, &b, KT_DTYPE_F32,
+					m, 256, 512, &silu_b);
 			worst = fmax(worst, e);
 			e = cmp_down(_metadata, qo, ref, &b, m, 0, 384, 0, 768);
 			worst = fmax(worst, e);
@@ -292,8 +314,8 @@ TEST(scalar_self)
 	struct blob b;
 
 	ASSERT_EQ(blob_make(&b, KT_QUANT_INT8, 256, 384, 0, 5), 0);
-	ASSERT_LE(cmp_gate_up(_metadata, q, q, &b, KT_DTYPE_F32, 3, 0, 384),
-		  0.0);
+	ASSERT_LE(cmp_gate_up(_metadata, q, q, &b, KT_DTYPE_F32, 3, 0, 384,
+			      NULL), 0.0);
 	ASSERT_LE(cmp_down(_metadata, q, q, &b, 3, 0, 256, 0, 384), 0.0);
 	free(b.p);
 }

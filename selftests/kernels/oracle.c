@@ -19,7 +19,7 @@ static void act_deq(enum kt_quant q, const float *x, unsigned int K,
 	unsigned int k;
 	float amax = 0, inv;
 
-	if (q == KT_QUANT_BF16 || q == KT_QUANT_FP8) {
+	if (q == KT_QUANT_BF16 || q == KT_QUANT_FP8 || q == KT_QUANT_MXFP4) {
 		for (k = 0; k < K; k++)
 			out[k] = kern_bf16_to_f32(kern_f32_to_bf16(x[k]));
 		return;
@@ -294,13 +294,15 @@ static void check_down(struct kt_test_meta *_metadata,
 
 static double quant_tol(enum kt_quant q)
 {
-	/* FP8: E4M3 keeps 3 mantissa bits, ~3.6% rms per weight */
+	/* FP8: E4M3 keeps 3 mantissa bits, ~3.6% rms per weight; MXFP4:
+	 * E2M1 with a power-of-two scale per 32, ~10% mean per weight */
 	return q == KT_QUANT_INT8 ? 0.04 : q == KT_QUANT_INT4 ? 0.25 :
-	       q == KT_QUANT_FP8 ? 0.06 : 0.005;
+	       q == KT_QUANT_FP8 ? 0.06 : q == KT_QUANT_MXFP4 ? 0.25 : 0.005;
 }
 
 static const enum kt_quant all_q[] = { KT_QUANT_INT8, KT_QUANT_INT4,
-				       KT_QUANT_BF16, KT_QUANT_FP8 };
+				       KT_QUANT_BF16, KT_QUANT_FP8,
+				       KT_QUANT_MXFP4 };
 #define N_Q	(sizeof(all_q) / sizeof(all_q[0]))
 
 TEST(scalar_gate_up)
@@ -368,6 +370,7 @@ TEST(ops_table)
 	ASSERT_TRUE(kern_quant_ops_get(ops, KT_QUANT_INT4) != NULL);
 	ASSERT_TRUE(kern_quant_ops_get(ops, KT_QUANT_BF16) != NULL);
 	ASSERT_TRUE(kern_quant_ops_get(ops, KT_QUANT_FP8) != NULL);
+	ASSERT_TRUE(kern_quant_ops_get(ops, KT_QUANT_MXFP4) != NULL);
 	ASSERT_TRUE(kern_quant_ops_get(ops, (enum kt_quant)0) == NULL);
 	ASSERT_TRUE(kern_ops_get(KT_ISA_AUTO) == NULL);
 	ASSERT_TRUE(kern_ops_get(KT_ISA_COUNT) == NULL);

@@ -20,7 +20,9 @@ TEST(layout_rejects_bad_geometry)
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT8, 256, 0, 0, &l), -EINVAL);
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 256, 256, 48, &l), -EINVAL);
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 256, 256, 256, &l), -EINVAL);
-	ASSERT_EQ(kern_pack_layout((enum kt_quant)9, 256, 256, 0, &l),
+	ASSERT_EQ(kern_pack_layout((enum kt_quant)10, 256, 256, 0, &l),
+		  -EINVAL);
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_MXFP4, 256, 256, 64, &l),
 		  -EINVAL);
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_INT4, 256, 384, 0, &l), 0);
 	ASSERT_EQ(l.group, 128);
@@ -93,7 +95,9 @@ static void check_bijective(struct kt_test_meta *_metadata,
 				size_t off = kern_pack_elem_off(&l, id, n, k);
 				unsigned int esz = q == KT_QUANT_BF16 ? 2 : 1;
 				size_t slot = q == KT_QUANT_INT4 ?
-					off * 2 + (k % 128 >= 64) : off;
+					off * 2 + (k % 128 >= 64) :
+					q == KT_QUANT_MXFP4 ? off * 2 +
+					kern_mxfp4_hi(k % 128) : off;
 
 				ASSERT_LE(off + esz, l.tiles_bytes[id]);
 				ASSERT_EQ(seen[slot], 0);
@@ -108,6 +112,7 @@ TEST(elem_offsets_bijective)
 	check_bijective(_metadata, KT_QUANT_INT8, 256, 384);
 	check_bijective(_metadata, KT_QUANT_INT4, 256, 384);
 	check_bijective(_metadata, KT_QUANT_BF16, 128, 512);
+	check_bijective(_metadata, KT_QUANT_MXFP4, 256, 384);
 }
 
 /*
@@ -349,12 +354,12 @@ TEST(bad_dtype)
 TEST(node_ranges_partition)
 {
 	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
-					    KT_QUANT_BF16 };
+					    KT_QUANT_BF16, KT_QUANT_MXFP4 };
 	struct kern_range rg[KERN_PACK_MAX_RANGES];
 	struct kern_pack_layout l;
 	unsigned int qi, nn, node;
 
-	for (qi = 0; qi < 3; qi++) {
+	for (qi = 0; qi < 4; qi++) {
 		ASSERT_EQ(kern_pack_layout(qs[qi], 256, 1024, 0, &l), 0);
 		for (nn = 1; nn <= 5; nn++) {
 			uint8_t *cnt = calloc(l.total, 1);

@@ -177,7 +177,8 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 
 	snprintf(out, sizeof(out), "/tmp/kt-gguf-%d.ktw", (int)getpid());
 	/* a .ktw holds no biases, clamped SwiGLU or padding */
-	if (c.bias || !strcmp(c.arch, "gpt-oss") || c.H % 128 || c.I % 128) {
+	if (c.bias || !strcmp(c.arch, "gpt-oss") || c.H % 128 || c.I % 128 ||
+	    c.down_type_last) {
 		EXPECT_EQ(kt_convert(&co), -EOPNOTSUPP);
 		EXPECT_NE(strstr(kt_last_error(), "open the GGUF file itself"),
 			  NULL);
@@ -248,10 +249,15 @@ static const enum kt_isa isas[] = {
 	KT_ISA_AMX, KT_ISA_AVX512BW, KT_ISA_AVX512VNNI, KT_ISA_AUTO,
 };
 
-/* @c.down_type (0: c.type), held as @want_down, activations @mode_down */
-static void run_mixed(struct kt_test_meta *_metadata, struct gw_cfg c,
-		      enum kt_quant want, enum act_mode mode,
-		      enum kt_quant want_down, enum act_mode mode_down)
+/*
+ * @c.down_type (0: c.type), held as @want_down, activations @mode_down;
+ * with @c.down_type_last the last layer's down has that type, activations
+ * @mode_last.
+ */
+static void run_layers(struct kt_test_meta *_metadata, struct gw_cfg c,
+		       enum kt_quant want, enum act_mode mode,
+		       enum kt_quant want_down, enum act_mode mode_down,
+		       enum act_mode mode_last)
 {
 	struct gw_tensor t[64];
 	struct gw_buf b;
@@ -291,6 +297,7 @@ static void run_mixed(struct kt_test_meta *_metadata, struct gw_cfg c,
 		ASSERT_EQ(kt_model_open(ctx, path, NULL, &m), 0);
 		kt_model_get_info(m, &info);
 		EXPECT_EQ(info.quant, want);
+		/* where down's type varies, info has layer 0's */
 		EXPECT_EQ(info.down_quant, (uint32_t)want_down);
 		EXPECT_EQ(info.hidden, c.H);
 		EXPECT_EQ(info.inter, c.I);
@@ -304,9 +311,13 @@ static void run_mixed(struct kt_test_meta *_metadata, struct gw_cfg c,
 				.ids_dtype = KT_DTYPE_I32,
 				.y_dtype = KT_DTYPE_F32,
 			};
+			bool last = li == c.L - c.dense - 1;
 			struct ref r = { b.p, &t[3 * li], c.H, c.I, c.E,
-					 c.type, c.down_type ? c.down_type :
-					 c.type, mode, mode_down,
+					 c.type, last && c.down_type_last ?
+					 c.down_type_last : c.down_type ?
+					 c.down_type : c.type, mode,
+					 last && c.down_type_last ?
+					 mode_last : mode_down,
 					 c.bias ? &t[3 * (c.L - c.dense) + 1 +
 						     3 * li] : NULL,
 					 !strcmp(c.arch, "gpt-oss") };
@@ -336,6 +347,13 @@ static void run_mixed(struct kt_test_meta *_metadata, struct gw_cfg c,
 	unlink(path);
 	free(path);
 	free(b.p);
+}
+
+static void run_mixed(struct kt_test_meta *_metadata, struct gw_cfg c,
+		      enum kt_quant want, enum act_mode mode,
+		      enum kt_quant want_down, enum act_mode mode_down)
+{
+	run_layers(_metadata, c, want, mode, want_down, mode_down, mode_down);
 }
 
 static void run_type(struct kt_test_meta *_metadata, struct gw_cfg c,
@@ -479,6 +497,36 @@ TEST(gate_up_q4_k_down_q8_0)
 }
 
 /*
+ * llama.cpp's Q4_K_M: down Q6_K in some layers (use_more_bits()), Q4_K in
+ * the others; each layer runs on its own down kernels.
+ */
+TEST(q4_k_m_down_type_by_layer)
+{
+	struct gw_cfg c = base;
+
+	c.L = 3;
+	c.I = 256;
+	c.type = GW_Q4_K;
+	c.down_type = GW_Q6_K;
+	c.down_type_last = GW_Q4_K;
+	run_layers(_metadata, c, KT_QUANT_Q4_K, ACT_Q8_K, KT_QUANT_Q6_K,
+		   ACT_Q8_K, ACT_Q8_K);
+}
+
+/* Q8_0 gate/up, down Q8_0 then Q6_K: activations per layer's down rule */
+TEST(q8_0_down_q6_k_in_last_layer)
+{
+	struct gw_cfg c = base;
+
+	c.L = 2;
+	c.I = 256;
+	c.type = GW_Q8_0;
+	c.down_type_last = GW_Q6_K;
+	run_layers(_metadata, c, KT_QUANT_Q8_0, ACT_Q8_0, KT_QUANT_Q8_0,
+		   ACT_Q8_0, ACT_Q8_K);
+}
+
+/*
  * gpt-oss: H and I multiples of 32 but not of 128 (padded to the tiles),
  * expert biases, the clamped SwiGLU; the blocks of each type kept.
  */
@@ -501,6 +549,15 @@ TEST(gpt_oss_q4_0_padded_with_biases)
 
 	c.type = GW_Q4_0;
 	run_type(_metadata, c, KT_QUANT_INT4, ACT_INT4);
+}
+
+/* llama.cpp's gpt-oss files: MXFP4 experts, kept as MXFP4 */
+TEST(gpt_oss_mxfp4_padded_with_biases)
+{
+	struct gw_cfg c = oss;
+
+	c.type = GW_MXFP4;
+	run_type(_metadata, c, KT_QUANT_MXFP4, ACT_BF16);
 }
 
 TEST(gpt_oss_bf16_padded_with_biases)

@@ -18,7 +18,8 @@
 
 /* ggml type ids and block geometry, from the spec */
 enum { GW_F32 = 0, GW_F16 = 1, GW_Q4_0 = 2, GW_Q8_0 = 8, GW_Q4_K = 12,
-       GW_Q5_K = 13, GW_Q6_K = 14, GW_Q2_K = 10, GW_BF16 = 30 };
+       GW_Q5_K = 13, GW_Q6_K = 14, GW_Q2_K = 10, GW_BF16 = 30,
+       GW_MXFP4 = 39 };
 
 /* one field broken per file */
 enum gw_bad {
@@ -154,6 +155,8 @@ static inline size_t gw_type_bytes(uint32_t type, uint64_t n)
 		return n / 32 * 34;
 	case GW_Q4_0:
 		return n / 32 * 18;
+	case GW_MXFP4:
+		return n / 32 * 17;
 	case GW_Q4_K:
 		return n / 256 * 144;
 	case GW_Q5_K:
@@ -199,6 +202,11 @@ static inline void gw_fill(uint8_t *d, uint32_t type, uint64_t n, uint64_t *s)
 		}
 		break;
 	}
+	case GW_MXFP4:
+		/* E8M0 scales 2^-9 .. 2^-4 (gpt-oss's weights are ~0.02) */
+		for (i = 0; i < len; i += 17)
+			d[i] = (uint8_t)(118 + gw_rand(s) % 6);
+		break;
 	case GW_Q4_K:
 	case GW_Q5_K: {
 		size_t bb = type == GW_Q4_K ? 144 : 176;
@@ -292,6 +300,19 @@ static inline double gw_get(const uint8_t *d, uint32_t type, uint64_t K,
 		b = d + (n * (K / 32) + k / 32) * 18;
 		q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
 		return (double)gw_h2f((uint16_t)(b[0] | b[1] << 8)) * (q - 8);
+	}
+	case GW_MXFP4: {
+		/* block_mxfp4: E8M0 e, qs[16] as block_q4_0's; OCP E2M1
+		 * codes (sign bit 3, magnitudes 0 .5 1 1.5 2 3 4 6),
+		 * w = e2m1 * 2^(e - 127) */
+		static const double mag[8] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
+		unsigned int j = k % 32;
+		int q;
+
+		b = d + (n * (K / 32) + k / 32) * 17;
+		q = j < 16 ? (b[1 + j] & 0xf) : (b[1 + j - 16] >> 4);
+		return (q & 8 ? -mag[q & 7] : mag[q & 7]) *
+		       ldexp(1.0, (int)b[0] - 127);
 	}
 	case GW_Q4_K: {
 		/* block_q4_K: f16 d, f16 dmin, scales[12] (6-bit scale and

@@ -205,14 +205,14 @@ TEST(model_refusals_name_the_reason)
 	c = small;
 	c.H = 256;
 	c.I = 256;
-	c.type = GW_Q4_K;
-	c.down_type = GW_Q6_K;
-	c.down_type_last = GW_Q4_K;
+	c.type = GW_Q4_0;
+	c.down_type = GW_Q4_0;
+	c.down_type_last = GW_Q8_0;
 	EXPECT_EQ(open_cfg(ctx, &c, &m), -EOPNOTSUPP);
 	TH_LOG("%s", kt_last_error());
-	EXPECT_NE(strstr(kt_last_error(), "blk.1.ffn_down_exps.weight is Q4_K"), NULL);
-	EXPECT_NE(strstr(kt_last_error(), "blk.0.ffn_down_exps.weight is Q6_K"), NULL);
-	EXPECT_NE(strstr(kt_last_error(), "vary by layer"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "blk.1.ffn_down_exps.weight is Q8_0"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "blk.0.ffn_down_exps.weight is Q4_0"), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "vary by layer only among"), NULL);
 	/* a Q6_K super-block scale (its last 2 bytes) that is a NaN */
 	{
 		struct gw_tensor t[16];

@@ -280,9 +280,10 @@ TEST_F(oss, padded_is_padded_by_hand)
  * The clamped SwiGLU and the biases against f64 on exact (bf16) weights;
  * what is left is the bf16 rounding of x and of the intermediate.
  */
-TEST_F(oss, swiglu_and_biases_match_reference)
+static void check_reference(struct kt_test_meta *_metadata,
+			    struct kt_ctx *ctx, unsigned int I)
 {
-	const unsigned int H = 288, I = 160, E = 4, k = 2, T = 9;
+	const unsigned int H = 288, E = 4, k = 2, T = 9;
 	struct tu_rng r = { 5 };
 	struct kt_model *m;
 	struct oss o;
@@ -296,8 +297,8 @@ TEST_F(oss, swiglu_and_biases_match_reference)
 	for (t = 0; t < T * H; t++)
 		x[t] = kern_bf16_to_f32(kern_f32_to_bf16(x[t]));
 	routing(&r, T, k, E, ids, w);
-	ASSERT_EQ(oss_create(self->ctx, &o, KT_QUANT_BF16, 0, &m), 0);
-	ASSERT_EQ(run_op(self->ctx, m, x, ids, w, T, k, y), 0);
+	ASSERT_EQ(oss_create(ctx, &o, KT_QUANT_BF16, 0, &m), 0);
+	ASSERT_EQ(run_op(ctx, m, x, ids, w, T, k, y), 0);
 	ref = calloc((size_t)T * H, sizeof(double));
 	yd = malloc(sizeof(double) * T * H);
 	for (t = 0; t < T; t++) {
@@ -323,6 +324,30 @@ TEST_F(oss, swiglu_and_biases_match_reference)
 	free(ref);
 	free(yd);
 	oss_free(&o);
+}
+
+TEST_F(oss, swiglu_and_biases_match_reference)
+{
+	check_reference(_metadata, self->ctx, 160);
+}
+
+/*
+ * Two (fake) nodes and one KC chunk (I 96 packs as 128): the first node
+ * has no slice and runs no down call; the node that has one adds down's
+ * biases, once.
+ */
+TEST(two_nodes_bias_once)
+{
+	static const unsigned int Is[] = { 96, 288 };
+	struct kt_ctx *ctx;
+	unsigned int i;
+
+	setenv("KT_FAKE_NUMA", "2", 1);
+	if (kt_ctx_create(NULL, &ctx))
+		SKIP(return, "cannot split this machine into 2 fake nodes");
+	for (i = 0; i < 2; i++)
+		check_reference(_metadata, ctx, Is[i]);
+	kt_ctx_destroy(ctx);
 }
 
 TEST_F(oss, descriptor_checks)

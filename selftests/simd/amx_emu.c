@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * amx_emu.c - the AMX tile kernels (kernels/moe-amx.h) built against a
- * software emulation of the tile instructions and compared with the scalar
- * oracle: proves the tile shapes, strides and data flow on machines
+ * amx_emu.c - the AMX tile kernels (kernels/moe-amx.h, mxfp4-amx.h) built
+ * against a software emulation of the tile instructions and compared with
+ * the scalar oracle: proves the tile shapes, strides and data flow on machines
  * without AMX. The emulation also checks every tile shape it is given.
  */
 #include <immintrin.h>
@@ -157,6 +157,8 @@ static void emu_dpbf16ps(int c, int a, int b)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
 #define AMX_NAME(x) emu_##x
 #include "kernels/moe-amx.h"
+#define MXA_NAME(x) emu_mx_##x
+#include "kernels/mxfp4-amx.h"
 #pragma GCC pop_options
 
 #include "kt_test.h"
@@ -206,6 +208,16 @@ static const struct kern_ops emu_ops = {
 			.down_many = emu_down_bf16,
 			.many_min_m = 1,
 		},
+		[KT_QUANT_MXFP4] = {
+			.act_row_bytes = kern_act_row_bytes_bf16_avx512,
+			.act_prepare = kern_act_prepare_bf16_avx512,
+			.scratch_bytes = emu_mx_scratch_bytes,
+			.gate_up = kern_gate_up_mxfp4_avx512,
+			.down = kern_down_mxfp4_avx512,
+			.gate_up_many = emu_mx_gate_up,
+			.down_many = emu_mx_down,
+			.many_min_m = 1,
+		},
 	},
 };
 
@@ -251,5 +263,7 @@ TEST(int4_g32) { check_emu(_metadata, KT_QUANT_INT4, 32); }
 TEST(int4_g64) { check_emu(_metadata, KT_QUANT_INT4, 64); }
 TEST(int4_g128) { check_emu(_metadata, KT_QUANT_INT4, 128); }
 TEST(bf16) { check_emu(_metadata, KT_QUANT_BF16, 0); }
+/* MXFP4: the scales folded into the bf16 B tiles (mxfp4-amx.h) */
+TEST(mxfp4) { check_emu(_metadata, KT_QUANT_MXFP4, 0); }
 
 TEST_HARNESS_MAIN

@@ -2,7 +2,7 @@
 /*
  * variants.c - every SIMD kernel variant the CPU runs (AVX2, AVX-VNNI,
  * AVX-512, AMX) against the scalar oracle, for INT8, INT4 (each group
- * size) and BF16; tolerances in check.h.
+ * size), BF16 and MXFP4; tolerances in check.h.
  */
 #include "kt_test.h"
 #include "isa-variants.h"
@@ -39,6 +39,7 @@ static const struct sc_case cases[] = {
 
 static double tol_of(enum kt_quant q)
 {
+	/* MXFP4: bf16 products, as BF16 */
 	return q == KT_QUANT_INT8 ? SC_TOL_INT8 :
 	       q == KT_QUANT_INT4 ? SC_TOL_INT4 : SC_TOL_BF16;
 }
@@ -124,5 +125,6 @@ TEST_F(isa, int4_g32) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_I
 TEST_F(isa, int4_g64) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_INT4, 64); }
 TEST_F(isa, int4_g128) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_INT4, 128); }
 TEST_F(isa, bf16) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_BF16, 0); }
+TEST_F(isa, mxfp4) { check_ops(_metadata, variant->isa, self->ops, KT_QUANT_MXFP4, 0); }
 
 TEST_HARNESS_MAIN
