@@ -57,7 +57,7 @@ static void progress(void *arg, uint64_t done, uint64_t total)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: kt convert --input DIR --output FILE.ktw [--method int8|int4|bf16|fp8]\n"
+		"usage: kt convert --input DIR --output FILE.ktw [--method int8|int4|bf16|fp8|mxfp4]\n"
 		"                  [--group-size N] [--layers A-B] [--threads N]\n"
 		"       kt convert --input FILE.gguf --output FILE.ktw [--layers A-B]\n\n"
 		"Converts the routed experts of a Hugging Face checkpoint (config.json and\n"
@@ -151,8 +151,10 @@ static int cmd_convert(int argc, char **argv)
 		o.quant = KT_QUANT_BF16;
 	else if (!strcmp(method, "fp8"))
 		o.quant = KT_QUANT_FP8;
+	else if (!strcmp(method, "mxfp4"))
+		o.quant = KT_QUANT_MXFP4;
 	else {
-		fprintf(stderr, "kt convert: unknown --method '%s' (int8, int4, bf16 or fp8)\n",
+		fprintf(stderr, "kt convert: unknown --method '%s' (int8, int4, bf16, fp8 or mxfp4)\n",
 			method);
 		return 2;
 	}

@@ -64,7 +64,7 @@ static void usage(FILE *f)
 		"Runs one MoE layer: x [T, H] f32 or bf16 (<u2); ids [T, k] int32/int64;\n"
 		"w [T, k] f32; writes y [T, H] f32. L is the checkpoint's layer number.\n"
 		"DIR is a Hugging Face checkpoint folder, packed at load to --method\n"
-		"(int8, int4, bf16, fp8; default: the checkpoint's own numbers).\n");
+		"(int8, int4, bf16, fp8, mxfp4; default: the checkpoint's own numbers).\n");
 }
 
 static int cmd_forward(int argc, char **argv)
