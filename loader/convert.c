@@ -262,8 +262,36 @@ static int write_meta(struct conv *c)
 	return 0;
 }
 
+/*
+ * The hook for sources whose experts compute more than silu(g) * u on
+ * their own sizes (GPT-OSS: the clamped SwiGLU, H and I padded to the
+ * tiles, expert biases). The Hugging Face reader reports none of that yet:
+ * plain. A reader that does fills @x here from its source (src->geom then
+ * has the packed sizes, @x->hidden_io/inter_io the model's own), and
+ * kt_convert() writes the 2.3 header (ldr_ktw_set_epi()) and, with
+ * @x->bias, the bias section after the blobs through hf_write_bias().
+ */
+static void hf_epi(const struct ldr_hf_src *src, struct ldr_ktw_epi *x)
+{
+	(void)src;
+	memset(x, 0, sizeof(*x));
+}
+
+/*
+ * The biases of a source with @x->bias: ldr_ktw_write_bias(c->fd,
+ * &c->hdr, fn, c->src) with fn filling one expert's gate, up and down
+ * biases (zero padded, f32) from the source's tensors. No reader has them
+ * yet: refused rather than written as zeros.
+ */
+static int hf_write_bias(struct conv *c)
+{
+	return ldr_err(-EOPNOTSUPP, "%s: expert biases: this kt reads none from a checkpoint folder",
+		       c->o->input);
+}
+
 KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 {
+	struct ldr_ktw_epi x;
 	struct kt_convert_opts oo;
 	struct conv c;
 	int32_t first = 0, last = -1;
@@ -300,6 +328,10 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 	}
 	ldr_ktw_layout(&c.hdr, &c.src->geom, c.src->n_layers,
 		       c.src->cfg.n_experts, c.table);
+	hf_epi(c.src, &x);
+	ret = ldr_ktw_set_epi(&c.hdr, &x);	/* file_size grows by the biases */
+	if (ret)
+		goto out;
 	ret = out_create(&c);
 	if (ret)
 		goto out;
@@ -321,6 +353,11 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 	if (o->cancel && *o->cancel) {
 		ret = ldr_err(-EINTR, "conversion interrupted");
 		goto out;
+	}
+	if (x.bias) {
+		ret = hf_write_bias(&c);	/* sets hdr.bias_crc */
+		if (ret)
+			goto out;
 	}
 	ret = write_meta(&c);
 	if (ret)
