@@ -232,7 +232,7 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 			       h->down_quant);
 	if ((h->flags & KTW_F_2_3) && (h->version_minor < 3 ||
 				       h->header_size < sizeof(*h)))
-		return ldr_err(-EINVAL, "header flags %#x in a %u.%u header of %u bytes (2.3 added them, in a header of %zu)",
+		return ldr_err(-EINVAL, "header flags %#x in a %u.%u header of %u bytes (2.3 added them, with a header of %zu)",
 			       h->flags & KTW_F_2_3, h->version_major,
 			       h->version_minor, h->header_size, sizeof(*h));
 	if (!dim_ok(h->hidden) || !dim_ok(h->inter))
