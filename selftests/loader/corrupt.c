@@ -12,6 +12,7 @@
 #include "crc-ref.h"
 #include "ckpt.h"
 #include "gguf-write.h"
+#include "kt-bin.h"
 #include "test-ctx.h"
 #include "loader/ktw-format.h"
 
@@ -607,6 +608,30 @@ TEST_F(oss, header_and_old_readers)
 		EXPECT_TRUE(reader_2_2_refuses(&h));
 		h.flags = KTW_F_DOWN_QUANT;
 		EXPECT_FALSE(reader_2_2_refuses(&h));
+	}
+	/* kt inspect names the activation, the biases and both sizes */
+	{
+		char bin[PATH_MAX], out[64], text[4096];
+		char *argv[] = { bin, "inspect", self->good, NULL };
+		size_t n;
+		FILE *f;
+
+		kt_bin(bin, sizeof(bin));
+		snprintf(out, sizeof(out), "/tmp/kt-oss-%d.txt", (int)getpid());
+		EXPECT_EQ(kt_exec(argv, out), 0);
+		f = fopen(out, "r");
+		ASSERT_TRUE(f != NULL);
+		n = fread(text, 1, sizeof(text) - 1, f);
+		text[n] = '\0';
+		fclose(f);
+		unlink(out);
+		TH_LOG("%s", text);
+		EXPECT_NE(strstr(text, "activation:    swiglu_oai (alpha 1.702, limit 7)"),
+			  NULL);
+		EXPECT_NE(strstr(text, "biases:        yes"), NULL);
+		EXPECT_NE(strstr(text, "hidden:        160 (packed 256)"), NULL);
+		EXPECT_NE(strstr(text, "intermediate:  96 per expert (packed 128)"),
+			  NULL);
 	}
 	/* the GPU kernels are plain silu: refused at open, with a reason */
 	EXPECT_EQ(kt_model_open(self->ctx, self->good, &mo, &m), -EOPNOTSUPP);
