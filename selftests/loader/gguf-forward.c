@@ -263,6 +263,21 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 		}
 		kt_model_destroy(mc);
 	}
+	/* --layers of the last layer only: its own biases come along */
+	if (c.bias && c.L - c.dense >= 2) {
+		co.layer_first = (int32_t)(c.L - 1);
+		co.layer_last = (int32_t)(c.L - 1);
+		ASSERT_EQ(kt_convert(&co), 0);
+		ASSERT_EQ(kt_model_open(ctx, out, NULL, &mc), 0);
+		a.layer = c.L - c.dense - 1;
+		a.y = y1;
+		ASSERT_EQ(kt_moe_forward(ctx, mg, &a), 0);
+		a.layer = 0;
+		a.y = y2;
+		ASSERT_EQ(kt_moe_forward(ctx, mc, &a), 0);
+		EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
+		kt_model_destroy(mc);
+	}
 	unlink(out);
 	EXPECT_EQ(kt_model_layer_index(mk, (int32_t)(c.L - 1)),
 		  (int)(c.L - c.dense - 1));
