@@ -262,8 +262,50 @@ static int write_meta(struct conv *c)
 	return 0;
 }
 
+/*
+ * What a source's experts compute beyond silu(g) * u on their own sizes
+ * (GPT-OSS: the clamped SwiGLU, H and I padded to the tiles, expert
+ * biases): src->geom has the packed sizes, @x the model's own, and
+ * kt_convert() writes the 2.3 header (ldr_ktw_set_epi()) and, with
+ * @x->bias, the bias section after the blobs (hf_write_bias()).
+ */
+static void hf_epi(const struct ldr_hf_src *src, struct ldr_ktw_epi *x)
+{
+	memset(x, 0, sizeof(*x));
+	if (ldr_hf_src_is_plain(src))
+		return;
+	x->act = KT_ACT_SWIGLU_OAI;
+	x->act_alpha = KT_SWIGLU_OAI_ALPHA;
+	x->act_limit = src->cfg.swiglu_limit;
+	x->hidden_io = src->cfg.hidden;
+	x->inter_io = src->cfg.inter;
+	x->bias = true;
+}
+
+/* One expert's biases for the bias section: the file's layers are the
+ * source's. */
+static void hf_bias(void *arg, uint32_t layer, uint32_t expert, float *dst)
+{
+	const struct ldr_hf_src *s = arg;
+
+	ldr_hf_expert_bias(s, (uint64_t)layer * s->cfg.n_experts + expert,
+			   dst);
+}
+
+static int hf_write_bias(struct conv *c)
+{
+	int ret = ldr_ktw_write_bias(c->fd, &c->hdr, hf_bias,
+				     (void *)c->src);
+
+	if (ret)
+		return ldr_err(ret, "%s: writing the expert biases: %s",
+			       c->o->output, strerror(-ret));
+	return 0;
+}
+
 KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 {
+	struct ldr_ktw_epi x;
 	struct kt_convert_opts oo;
 	struct conv c;
 	int32_t first = 0, last = -1;
@@ -287,8 +329,8 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 		last = o->layer_last;
 	}
 	/* quant 0: the checkpoint's own numbers (ldr_hf_default_quant) */
-	ret = ldr_hf_src_open(o->input, o->quant, o->group_size, first, last,
-			      &c.src);
+	ret = ldr_hf_src_open_flags(o->input, o->quant, o->group_size, first,
+				    last, LDR_HF_F_ANY, &c.src);
 	if (ret)
 		goto out;
 	/* within the .ktw limit (ldr_hf_src_open() checked) */
@@ -300,6 +342,10 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 	}
 	ldr_ktw_layout(&c.hdr, &c.src->geom, c.src->n_layers,
 		       c.src->cfg.n_experts, c.table);
+	hf_epi(c.src, &x);
+	ret = ldr_ktw_set_epi(&c.hdr, &x);	/* file_size grows by the biases */
+	if (ret)
+		goto out;
 	ret = out_create(&c);
 	if (ret)
 		goto out;
@@ -321,6 +367,11 @@ KT_EXPORT int kt_convert(const struct kt_convert_opts *o)
 	if (o->cancel && *o->cancel) {
 		ret = ldr_err(-EINTR, "conversion interrupted");
 		goto out;
+	}
+	if (x.bias) {
+		ret = hf_write_bias(&c);	/* sets hdr.bias_crc */
+		if (ret)
+			goto out;
 	}
 	ret = write_meta(&c);
 	if (ret)

@@ -27,10 +27,38 @@ static int in_range(const struct kt_convert_opts *o, int32_t id)
 					id <= o->layer_last);
 }
 
+struct bias_src {
+	const struct ldr_gguf_src *s;
+	const uint32_t *layer_of;	/* the file's layer -> the source's */
+};
+
+static void src_bias(void *arg, uint32_t layer, uint32_t expert, float *dst)
+{
+	const struct bias_src *b = arg;
+
+	ldr_gguf_src_bias(b->s, b->layer_of[layer], expert, dst);
+}
+
+/* What the experts compute beyond silu(g) * u, as ldr_gguf_model_open()
+ * builds it: gpt-oss's clamped SwiGLU, the padding, the biases. */
+static void src_epi(const struct ldr_gguf_src *s, struct ldr_ktw_epi *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->act = s->act;
+	if (s->act == KT_ACT_SWIGLU_OAI) {
+		x->act_alpha = KT_SWIGLU_OAI_ALPHA;
+		x->act_limit = KT_SWIGLU_OAI_LIMIT;
+	}
+	x->hidden_io = (uint32_t)s->H;
+	x->inter_io = (uint32_t)s->I;
+	x->bias = s->bias != NULL;
+}
+
 int ldr_gguf_convert(const struct kt_convert_opts *o)
 {
 	struct ldr_gguf_src *s = NULL;
 	struct ktw_entry *table = NULL;
+	struct ldr_ktw_epi x;
 	struct ktw_header h;
 	struct ldr_geom g;
 	int32_t *ids = NULL;
@@ -51,16 +79,18 @@ int ldr_gguf_convert(const struct kt_convert_opts *o)
 			      kt_quant_name(s->quant));
 		goto out;
 	}
-	if (!ldr_gguf_src_is_plain(s)) {
-		ret = ldr_err(-EOPNOTSUPP, "%s: a .ktw holds no expert biases, activations other than silu or padded sizes (%s, H %llu, I %llu): open the GGUF file itself",
-			      o->input, s->arch, (unsigned long long)s->H,
-			      (unsigned long long)s->I);
+	if (s->lays) {
+		ret = ldr_err(-EOPNOTSUPP, "%s: down's type varies by layer (%s in layer %d): a .ktw holds one down type; open the GGUF file itself",
+			      o->input, ldr_gguf_type_name(s->type_down),
+			      s->layer_ids[0]);
 		goto out;
 	}
-	ret = ldr_geom_init_mix(&g, s->quant, s->quant_down, (uint32_t)s->H,
-				(uint32_t)s->I, s->lay.group);
+	/* the packed (padded) sizes; the file's own go in the 2.3 fields */
+	ret = ldr_geom_init_mix(&g, s->quant, s->quant_down, s->lay.hidden,
+				s->lay.inter, s->lay.group);
 	if (ret)
 		goto out;
+	src_epi(s, &x);
 	ids = calloc(s->n_layers, sizeof(*ids));
 	layer_of = calloc(s->n_layers, sizeof(*layer_of));
 	if (!ids || !layer_of) {
@@ -91,8 +121,15 @@ int ldr_gguf_convert(const struct kt_convert_opts *o)
 		goto out;
 	}
 	ret = ldr_ktw_layout(&h, &g, n_layers, (uint32_t)s->E, table);
-	if (ret)
+	if (!ret)
+		ret = ldr_ktw_set_epi(&h, &x);
+	if (ret) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", kt_last_error());
+		ldr_err(ret, "%s: %s", o->input, msg);
 		goto out;
+	}
 	h.top_k = (uint32_t)s->top_k;
 	memcpy(h.arch, s->arch, strnlen(s->arch, sizeof(h.arch)));
 	blob = aligned_alloc(4096, h.blob_stride);
@@ -135,6 +172,16 @@ int ldr_gguf_convert(const struct kt_convert_opts *o)
 		if (o->progress)
 			o->progress(o->progress_arg, (i + 1) * h.blob_stride,
 				    n * h.blob_stride);
+	}
+	if (x.bias) {
+		struct bias_src bs = { s, layer_of };
+
+		ret = ldr_ktw_write_bias(fd, &h, src_bias, &bs);
+		if (ret) {
+			ldr_err(ret, "%s: writing the biases: %s", tmp,
+				strerror(-ret));
+			goto out;
+		}
 	}
 	ldr_ktw_seal(&h, ids, table);
 	memcpy(meta, &h, sizeof(h));

@@ -11,7 +11,8 @@
 
 #define KTW_MAGIC		"KTWMOE\r\n"	/* CR LF catch text-mode copies */
 #define KTW_VERSION_MAJOR	2
-#define KTW_VERSION_MINOR	2	/* 2.1: quant 4, FP8; 2.2: down_quant */
+#define KTW_VERSION_MINOR	3	/* 2.1: quant 4, FP8; 2.2: down_quant;
+					 * 2.3: act, padding, biases */
 #define KTW_ALIGN		4096u	/* every region and blob starts here */
 #define KTW_HEADER_BYTES	4096u	/* the header region, padded */
 #define KTW_MAX_LAYERS		4096u
@@ -26,7 +27,22 @@
  * a file ("unknown header flags") instead of misreading it.
  */
 #define KTW_F_DOWN_QUANT	(1u << 0)
-#define KTW_F_ALL		KTW_F_DOWN_QUANT
+/*
+ * 2.3, GPT-OSS: each changes what the experts compute, so each is a flag
+ * that a 2.0..2.2 reader refuses, never a field it would skip.
+ * KTW_F_ACT: the gated activation is act (enum kt_act, not silu) with
+ * act_alpha and act_limit. KTW_F_PADDED: hidden and inter are packed
+ * sizes padded with zero weights beyond the model's own hidden_io and
+ * inter_io. KTW_F_BIAS: a bias section at bias_off.
+ */
+#define KTW_F_ACT		(1u << 1)
+#define KTW_F_PADDED		(1u << 2)
+#define KTW_F_BIAS		(1u << 3)
+#define KTW_F_ALL		(KTW_F_DOWN_QUANT | KTW_F_ACT | KTW_F_PADDED | \
+				 KTW_F_BIAS)
+/* the flags of 2.3 (their fields follow the 2.2 header) */
+#define KTW_F_2_3		(KTW_F_ACT | KTW_F_PADDED | KTW_F_BIAS)
+#define KTW_HEADER_2_2_BYTES	192u
 
 enum ktw_part {
 	KTW_PART_GATE_TILES,
@@ -47,7 +63,7 @@ struct ktw_header {
 	uint16_t version_major;
 	uint16_t version_minor;
 	uint32_t header_size;		/* sizeof(struct ktw_header) written */
-	uint32_t flags;			/* none defined; must be 0 */
+	uint32_t flags;			/* KTW_F_* */
 	uint32_t quant;			/* enum kt_quant */
 	uint32_t hidden;		/* H */
 	uint32_t inter;			/* I */
@@ -67,6 +83,15 @@ struct ktw_header {
 	char arch[32];			/* config.json model_type, NUL padded */
 	uint32_t meta_crc;		/* CRC32C of layer ids then table */
 	uint32_t header_crc;		/* CRC32C of this struct, this field 0 */
+	/* 2.3; each 0 without its flag (and in an older header) */
+	uint32_t act;			/* KTW_F_ACT: enum kt_act */
+	float act_alpha;		/* KTW_F_ACT: its constants */
+	float act_limit;
+	uint32_t hidden_io;		/* KTW_F_PADDED: the model's own H */
+	uint32_t inter_io;		/* KTW_F_PADDED: the model's own I */
+	uint32_t bias_crc;		/* KTW_F_BIAS: CRC32C of bias_size bytes */
+	uint64_t bias_off;		/* KTW_F_BIAS: f32 [n_layers][E][2I + H] */
+	uint64_t bias_size;		/* KTW_F_BIAS: bytes of it, unpadded */
 };
 
 /* One (layer, expert) blob; the table is ordered by layer, then expert. */
@@ -79,7 +104,9 @@ struct ktw_entry {
 	uint32_t flags;			/* none defined; must be 0 */
 };
 
-_Static_assert(sizeof(struct ktw_header) == 192, "ktw header layout");
+_Static_assert(sizeof(struct ktw_header) == 232, "ktw header layout");
+_Static_assert(offsetof(struct ktw_header, act) == KTW_HEADER_2_2_BYTES,
+	       "2.3 fields follow the 2.2 header");
 _Static_assert(sizeof(struct ktw_entry) == 32, "ktw entry layout");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "the .ktw reader maps structs directly: little-endian hosts");

@@ -40,8 +40,15 @@ KT_EXPORT int kt_ktw_inspect(const char *path, struct kt_ktw_info *info,
 	info->version_minor = k->hdr.version_minor;
 	info->quant = (int)k->hdr.quant;
 	info->down_quant = ldr_ktw_down_quant(&k->hdr);
-	info->hidden = k->hdr.hidden;
-	info->inter = k->hdr.inter;
+	/* the model's own sizes, as kt_model_get_info() has them */
+	info->hidden = k->hdr.hidden_io ? k->hdr.hidden_io : k->hdr.hidden;
+	info->inter = k->hdr.inter_io ? k->hdr.inter_io : k->hdr.inter;
+	info->hidden_packed = k->hdr.hidden;
+	info->inter_packed = k->hdr.inter;
+	info->act = k->hdr.act;
+	info->act_alpha = k->hdr.act_alpha;
+	info->act_limit = k->hdr.act_limit;
+	info->bias = !!(k->hdr.flags & KTW_F_BIAS);
 	info->n_experts = k->hdr.n_experts;
 	info->n_layers = k->hdr.n_layers;
 	info->group_size = k->hdr.group_size;
@@ -119,6 +126,32 @@ static int open_direct(const char *path)
 	return fd >= 0 ? fd : open(path, O_RDONLY | O_CLOEXEC);
 }
 
+/* The bias section of a 2.3 file: a bad one counts in @c->bad. */
+static int verify_bias(const struct ldr_ktw *k, struct check_ctx *c)
+{
+	uint64_t len = k->hdr.file_size - k->hdr.bias_off;
+	uint8_t *buf = ldr_io_buf_alloc(len);
+	int ret;
+
+	if (!buf)
+		return ldr_err(-ENOMEM, "%s: out of memory for the bias section",
+			       k->path);
+	ret = ldr_pread_full(k->fd, buf, len, k->hdr.bias_off);
+	if (ret) {
+		ldr_err(ret, "%s: reading the bias section: %s", k->path,
+			strerror(-ret));
+	} else if (ldr_ktw_check_bias(&k->hdr, buf)) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", kt_last_error());
+		/* a blob's message, when one is bad, is written after */
+		ldr_err(-EIO, "%s: %s", k->path, msg);
+		c->bad++;
+	}
+	free(buf);
+	return ret;
+}
+
 KT_EXPORT int kt_ktw_verify(const char *path, uint64_t *bad)
 {
 	const uint64_t batch_bytes = 256ull << 20;
@@ -152,6 +185,7 @@ KT_EXPORT int kt_ktw_verify(const char *path, uint64_t *bad)
 		goto out;
 	}
 	c.k = k;
+	c.bad_entry = UINT64_MAX;
 	ro.region = buf;
 	ro.region_len = per * k->hdr.blob_stride;
 	ro.fault = LDR_FAULT_HOOK;
@@ -167,8 +201,12 @@ KT_EXPORT int kt_ktw_verify(const char *path, uint64_t *bad)
 		if (ret)
 			ldr_err(ret, "%s: read failed: %s", path, strerror(-ret));
 	}
+	if (!ret && (k->hdr.flags & KTW_F_BIAS))
+		ret = verify_bias(k, &c);
 	if (!ret && c.bad) {
-		check_report(&c);
+		/* the first bad blob is named, else the bias section was */
+		if (c.bad_entry != UINT64_MAX)
+			check_report(&c);
 		ret = -EIO;
 	}
 	if (bad)
@@ -236,7 +274,7 @@ static int stage(const char *path, const char *dir, char *out,
 	struct core_mem mem = { 0 };
 	struct ldr_ktw *k;
 	struct statfs sfs;
-	uint64_t len, i;
+	uint64_t len, i, n_meta = 0;
 	int fd = -1, src = -1, ret;
 
 	if (!path || !dir)
@@ -290,23 +328,28 @@ static int stage(const char *path, const char *dir, char *out,
 	mem.page = (uint64_t)sfs.f_bsize;
 	mem.kind = mem.page >= (1ull << 30) ? CORE_PAGE_1G : CORE_PAGE_2M;
 	stage_place(k, &mem);
-	spans = calloc(k->n_entries + 1, sizeof(*spans));
+	spans = calloc(k->n_entries + 2, sizeof(*spans));
 	if (!spans) {
 		ret = -ENOMEM;
 		goto out_unmap;
 	}
-	spans[0] = (struct ur_span){ 0, k->hdr.data_off, mem.base };
+	/* the header and table, the bias section (2.3), then the blobs */
+	spans[n_meta++] = (struct ur_span){ 0, k->hdr.data_off, mem.base };
+	if (k->hdr.flags & KTW_F_BIAS)
+		spans[n_meta++] = (struct ur_span){
+			k->hdr.bias_off, k->hdr.file_size - k->hdr.bias_off,
+			mem.base + k->hdr.bias_off };
 	for (i = 0; i < k->n_entries; i++)
-		spans[i + 1] = (struct ur_span){ k->table[i].offset,
-						 k->hdr.blob_stride,
-						 mem.base + k->table[i].offset };
+		spans[i + n_meta] = (struct ur_span){ k->table[i].offset,
+						      k->hdr.blob_stride,
+						      mem.base + k->table[i].offset };
 	src = open_direct(path);
 	if (src < 0) {
 		ret = ldr_err(-errno, "%s: %s", path, strerror(errno));
 		goto out_unmap;
 	}
 	c.k = k;
-	c.span_base = 1;
+	c.span_base = n_meta;
 	c.stop_on_bad = true;
 	c.progress = progress;
 	c.progress_arg = progress_arg;
@@ -314,14 +357,24 @@ static int stage(const char *path, const char *dir, char *out,
 	ro.region = mem.base;
 	ro.region_len = len;
 	ro.fault = LDR_FAULT_HOOK;
-	ret = ur_read_spans(src, spans, k->n_entries + 1, &ro, check_span, &c,
-			    NULL);
+	ret = ur_read_spans(src, spans, k->n_entries + n_meta, &ro, check_span,
+			    &c, NULL);
 	if (ret) {
 		if (c.bad)
 			check_report(&c);
 		else
 			ldr_err(ret, "%s: read failed: %s", path, strerror(-ret));
 		goto out_unmap;
+	}
+	if (k->hdr.flags & KTW_F_BIAS) {
+		ret = ldr_ktw_check_bias(&k->hdr, mem.base + k->hdr.bias_off);
+		if (ret) {
+			char msg[512];
+
+			snprintf(msg, sizeof(msg), "%s", kt_last_error());
+			ret = ldr_err(-EIO, "%s: %s", path, msg);
+			goto out_unmap;
+		}
 	}
 	munmap(mem.base, len);
 	mem.base = NULL;

@@ -18,15 +18,170 @@
 #include "loader/io.h"
 #include "loader/ktw.h"
 #include "kernels/crc32c.h"
+#include "kernels/layout.h"
 
 static const char *const part_name[KTW_PARTS] = {
 	"gate tiles", "up tiles", "down tiles",
 	"gate scales", "up scales", "down scales",
 };
 
+static bool all_zero(const uint8_t *p, uint64_t n)
+{
+	/* p[0] == 0 and every byte equals the next: all zero */
+	return !n || (!p[0] && !memcmp(p, p + 1, n - 1));
+}
+
 static bool dim_ok(uint32_t v)
 {
 	return v >= 128 && v <= KTW_MAX_DIM && v % 128 == 0;
+}
+
+void ldr_ktw_header_copy(struct ktw_header *dst, const void *page)
+{
+	const struct ktw_header *h = page;
+	size_t n = h->header_size;
+
+	if (n < KTW_HEADER_2_2_BYTES)
+		n = KTW_HEADER_2_2_BYTES;
+	if (n > sizeof(*dst))
+		n = sizeof(*dst);
+	memset(dst, 0, sizeof(*dst));
+	memcpy(dst, page, n);
+}
+
+/* KTW_F_ACT: an activation this kt computes, with finite constants. */
+static int check_act(const struct ktw_header *h)
+{
+	if (!(h->flags & KTW_F_ACT)) {
+		if (h->act || h->act_alpha != 0.0f || h->act_limit != 0.0f)
+			return ldr_err(-EINVAL, "activation %u (alpha %g, limit %g) without the activation flag",
+				       h->act, (double)h->act_alpha,
+				       (double)h->act_limit);
+		return 0;
+	}
+	if (h->act != KT_ACT_SWIGLU_OAI)
+		return ldr_err(-EINVAL, "unknown activation %u with the activation flag (this kt knows %u, swiglu_oai; a newer kt wrote this file?)",
+			       h->act, KT_ACT_SWIGLU_OAI);
+	/* negated, so that NaN fails too */
+	if (!(h->act_alpha > 0.0f && h->act_alpha <= 1e6f) ||
+	    !(h->act_limit > 0.0f && h->act_limit <= 1e30f))
+		return ldr_err(-EINVAL, "activation constants alpha %g, limit %g out of range (finite, > 0)",
+			       (double)h->act_alpha, (double)h->act_limit);
+	return 0;
+}
+
+/*
+ * The unit the packed sizes are padded to (as loader/create.c and the GGUF
+ * reader pad): the K-quants' super-block, else the down chunk.
+ */
+static uint32_t pad_unit(const struct ktw_header *h)
+{
+	return kern_quant_is_k((enum kt_quant)h->quant) ||
+	       kern_quant_is_k((enum kt_quant)ldr_ktw_down_quant(h)) ?
+		KERN_Q4_K_SUPER : KERN_DOWN_CHUNK;
+}
+
+static int check_io(const char *what, uint32_t io, uint32_t packed,
+		    uint32_t unit)
+{
+	if (!io || io % 32 || io > packed || packed - io >= unit)
+		return ldr_err(-EINVAL, "the model's %s %u does not pad to the packed %u (a multiple of 32, at most the packed size and less than %u below it)",
+			       what, io, packed, unit);
+	return 0;
+}
+
+/* KTW_F_PADDED: the own sizes round up to the packed ones; one is less. */
+static int check_padded(const struct ktw_header *h)
+{
+	uint32_t unit = pad_unit(h);
+	int ret;
+
+	if (!(h->flags & KTW_F_PADDED)) {
+		if (h->hidden_io || h->inter_io)
+			return ldr_err(-EINVAL, "model sizes hidden %u, inter %u without the padded flag",
+				       h->hidden_io, h->inter_io);
+		return 0;
+	}
+	ret = check_io("hidden", h->hidden_io, h->hidden, unit);
+	if (!ret)
+		ret = check_io("inter", h->inter_io, h->inter, unit);
+	if (ret)
+		return ret;
+	if (h->hidden_io == h->hidden && h->inter_io == h->inter)
+		return ldr_err(-EINVAL, "padded flag, but hidden %u and inter %u are the model's own",
+			       h->hidden, h->inter);
+	return 0;
+}
+
+uint64_t ldr_ktw_bias_bytes(const struct ktw_header *h)
+{
+	/* <= 2^22 entries x 3 * 2^20 floats: no overflow */
+	return (uint64_t)h->n_layers * h->n_experts *
+	       (2ull * h->inter + h->hidden) * sizeof(float);
+}
+
+/*
+ * KTW_F_BIAS: the section is the file's last region, after the blobs,
+ * 4 KiB aligned and padded with zeros to file_size (checked with its CRC).
+ * Called after the other regions are checked against file_size.
+ */
+static int check_bias_region(const struct ktw_header *h, uint64_t n_entries)
+{
+	uint64_t want;
+
+	if (!(h->flags & KTW_F_BIAS)) {
+		if (h->bias_off || h->bias_size || h->bias_crc)
+			return ldr_err(-EINVAL, "bias section at %llu (%llu bytes) without the bias flag",
+				       (unsigned long long)h->bias_off,
+				       (unsigned long long)h->bias_size);
+		return 0;
+	}
+	want = ldr_ktw_bias_bytes(h);
+	if (h->bias_size != want)
+		return ldr_err(-EINVAL, "bias section of %llu bytes; %llu experts of 2 x %u + %u floats need %llu",
+			       (unsigned long long)h->bias_size,
+			       (unsigned long long)n_entries, h->inter,
+			       h->hidden, (unsigned long long)want);
+	/* want <= 2^46 and file_size < 2^63: the sum cannot overflow */
+	if (h->bias_off % KTW_ALIGN || h->bias_off < h->data_off ||
+	    h->bias_off > h->file_size ||
+	    h->file_size - h->bias_off != ldr_align_up(want, KTW_ALIGN))
+		return ldr_err(-EINVAL, "bias section offset %llu out of range (4 KiB aligned after the blobs, ending the file of %llu bytes)",
+			       (unsigned long long)h->bias_off,
+			       (unsigned long long)h->file_size);
+	return 0;
+}
+
+int ldr_ktw_check_bias(const struct ktw_header *h, const void *sec)
+{
+	const float *b = sec;
+	uint64_t stride = 2ull * h->inter + h->hidden, n, i;
+	uint32_t crc, hi, ii;
+
+	crc = kern_crc32c(0, sec, h->bias_size);
+	if (crc != h->bias_crc)
+		return ldr_err(-EIO, "bias section: checksum %08x, expected %08x",
+			       crc, h->bias_crc);
+	if (!all_zero((const uint8_t *)sec + h->bias_size,
+		      ldr_align_up(h->bias_size, KTW_ALIGN) - h->bias_size))
+		return ldr_err(-EIO, "bias section: nonzero padding after it");
+	if (!(h->flags & KTW_F_PADDED))
+		return 0;
+	/* the padded rows have zero weights and zero biases */
+	hi = h->hidden_io;
+	ii = h->inter_io;
+	n = (uint64_t)h->n_layers * h->n_experts;
+	for (i = 0; i < n; i++, b += stride) {
+		if (!all_zero((const uint8_t *)(b + ii), (h->inter - ii) * 4ull) ||
+		    !all_zero((const uint8_t *)(b + h->inter + ii),
+			      (h->inter - ii) * 4ull) ||
+		    !all_zero((const uint8_t *)(b + 2ull * h->inter + hi),
+			      (h->hidden - hi) * 4ull))
+			return ldr_err(-EINVAL, "bias section: layer index %llu, expert %llu has nonzero biases in the padding",
+				       (unsigned long long)(i / h->n_experts),
+				       (unsigned long long)(i % h->n_experts));
+	}
+	return 0;
 }
 
 int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
@@ -44,19 +199,25 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 			       "unsupported .ktw version %u.%u (this kt reads %u.x): re-run kt convert",
 			       h->version_major, h->version_minor,
 			       KTW_VERSION_MAJOR);
-	if (h->header_size < sizeof(*h) || h->header_size > KTW_HEADER_BYTES)
-		return ldr_err(-EINVAL, "header size %u out of range [%zu, %u]",
-			       h->header_size, sizeof(*h), KTW_HEADER_BYTES);
+	/* a 2.0..2.2 header is 192 bytes, a 2.3 one longer */
+	if (h->header_size < KTW_HEADER_2_2_BYTES ||
+	    h->header_size > KTW_HEADER_BYTES)
+		return ldr_err(-EINVAL, "header size %u out of range [%u, %u]",
+			       h->header_size, KTW_HEADER_2_2_BYTES,
+			       KTW_HEADER_BYTES);
 	/* the CRC covers header_size bytes, a newer minor's fields too: @h
 	 * points at the whole 4 KiB header page */
 	tmp = *h;
 	tmp.header_crc = 0;
-	crc = kern_crc32c(0, &tmp, sizeof(tmp));
-	crc = kern_crc32c(crc, (const uint8_t *)h + sizeof(tmp),
-			h->header_size - sizeof(tmp));
+	crc = kern_crc32c(0, &tmp, KTW_HEADER_2_2_BYTES);
+	crc = kern_crc32c(crc, (const uint8_t *)h + KTW_HEADER_2_2_BYTES,
+			h->header_size - KTW_HEADER_2_2_BYTES);
 	if (crc != h->header_crc)
 		return ldr_err(-EINVAL, "header checksum mismatch (%08x, expected %08x)",
 			       crc, h->header_crc);
+	/* the fields past a shorter header are not the file's: zero */
+	ldr_ktw_header_copy(&tmp, h);
+	h = &tmp;
 	if (h->flags & ~KTW_F_ALL)
 		return ldr_err(-EINVAL, "unknown header flags %#x (a newer kt wrote this file)",
 			       h->flags & ~KTW_F_ALL);
@@ -69,6 +230,11 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 	if ((h->flags & KTW_F_DOWN_QUANT) && h->down_quant == h->quant)
 		return ldr_err(-EINVAL, "down quant %u equal to quant with the down-quant flag set",
 			       h->down_quant);
+	if ((h->flags & KTW_F_2_3) && (h->version_minor < 3 ||
+				       h->header_size < sizeof(*h)))
+		return ldr_err(-EINVAL, "header flags %#x in a %u.%u header of %u bytes (2.3 added them, with a header of %zu)",
+			       h->flags & KTW_F_2_3, h->version_major,
+			       h->version_minor, h->header_size, sizeof(*h));
 	if (!dim_ok(h->hidden) || !dim_ok(h->inter))
 		return ldr_err(-EINVAL, "bad geometry: hidden %u, inter %u (multiples of 128 up to %u)",
 			       h->hidden, h->inter, KTW_MAX_DIM);
@@ -100,6 +266,11 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 				       part_name[i],
 				       (unsigned long long)h->part_off[i],
 				       (unsigned long long)geom->part_off[i]);
+	ret = check_act(h);
+	if (!ret)
+		ret = check_padded(h);
+	if (ret)
+		return ret;
 	if (h->file_size > file_len)
 		return ldr_err(-EINVAL, "truncated: the file has %llu bytes, the header says %llu",
 			       (unsigned long long)file_len,
@@ -122,8 +293,12 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 	    h->data_off > h->file_size)
 		return ldr_err(-EINVAL, "data offset %llu out of range",
 			       (unsigned long long)h->data_off);
-	if (h->blob_stride > h->file_size - h->data_off ||
-	    n_entries > (h->file_size - h->data_off) / h->blob_stride)
+	ret = check_bias_region(h, n_entries);
+	if (ret)
+		return ret;
+	end = ldr_ktw_data_end(h);
+	if (h->blob_stride > end - h->data_off ||
+	    n_entries > (end - h->data_off) / h->blob_stride)
 		return ldr_err(-EINVAL, "%llu blobs of %llu bytes do not fit in the data region",
 			       (unsigned long long)n_entries,
 			       (unsigned long long)h->blob_stride);
@@ -160,19 +335,13 @@ int ldr_ktw_check_meta(const struct ktw_header *h, const int32_t *layer_ids,
 				       (unsigned long long)e->size, e->flags);
 		/* blobs in table order, no overlap: offset >= the previous end */
 		if (e->offset % KTW_ALIGN || e->offset < next ||
-		    e->offset > h->file_size - h->blob_stride)
+		    e->offset > ldr_ktw_data_end(h) - h->blob_stride)
 			return ldr_err(-EINVAL, "table entry %llu (layer %u, expert %u): offset %llu out of range or overlapping",
 				       (unsigned long long)i, e->layer, e->expert,
 				       (unsigned long long)e->offset);
 		next = e->offset + h->blob_stride;
 	}
 	return 0;
-}
-
-static bool all_zero(const uint8_t *p, uint64_t n)
-{
-	/* p[0] == 0 and every byte equals the next: all zero */
-	return !n || (!p[0] && !memcmp(p, p + 1, n - 1));
 }
 
 int ldr_ktw_check_pad(const struct ktw_header *h, const uint8_t *meta)
@@ -233,6 +402,105 @@ int ldr_ktw_layout(struct ktw_header *h, const struct ldr_geom *g,
 	}
 	h->file_size = h->data_off + n * h->blob_stride;
 	return 0;
+}
+
+int ldr_ktw_set_epi(struct ktw_header *h, const struct ldr_ktw_epi *x)
+{
+	uint32_t hi = x->hidden_io ? x->hidden_io : h->hidden;
+	uint32_t ii = x->inter_io ? x->inter_io : h->inter;
+	int ret;
+
+	h->flags &= ~KTW_F_2_3;
+	h->act = 0;
+	h->act_alpha = h->act_limit = 0.0f;
+	h->hidden_io = h->inter_io = 0;
+	if (h->flags & KTW_F_BIAS)
+		h->file_size = h->bias_off;
+	h->bias_off = h->bias_size = 0;
+	h->bias_crc = 0;
+	if (x->act != KT_ACT_SILU) {
+		h->flags |= KTW_F_ACT;
+		h->act = (uint32_t)x->act;
+		h->act_alpha = x->act_alpha;
+		h->act_limit = x->act_limit;
+	} else if (x->act_alpha != 0.0f || x->act_limit != 0.0f) {
+		return ldr_err(-EINVAL, "activation constants given for silu");
+	}
+	if (hi != h->hidden || ii != h->inter) {
+		h->flags |= KTW_F_PADDED;
+		h->hidden_io = hi;
+		h->inter_io = ii;
+	}
+	ret = check_act(h);
+	if (!ret)
+		ret = check_padded(h);
+	if (ret)
+		return ret;
+	if (x->bias) {
+		h->flags |= KTW_F_BIAS;
+		h->bias_off = h->file_size;
+		h->bias_size = ldr_ktw_bias_bytes(h);
+		h->file_size += ldr_align_up(h->bias_size, KTW_ALIGN);
+	}
+	return 0;
+}
+
+int ldr_ktw_write_bias(int fd, struct ktw_header *h, ldr_ktw_bias_fn get,
+		       void *arg)
+{
+	size_t len = (2 * (size_t)h->inter + h->hidden) * sizeof(float);
+	uint64_t n = (uint64_t)h->n_layers * h->n_experts, i;
+	float *b = malloc(len);
+	int ret = 0;
+
+	if (!b)
+		return -ENOMEM;
+	h->bias_crc = 0;
+	/* one expert at a time: a few KiB whatever the model */
+	for (i = 0; i < n && !ret; i++) {
+		memset(b, 0, len);
+		get(arg, (uint32_t)(i / h->n_experts),
+		    (uint32_t)(i % h->n_experts), b);
+		h->bias_crc = kern_crc32c(h->bias_crc, b, len);
+		ret = ldr_pwrite_full(fd, b, len, h->bias_off + i * len);
+	}
+	free(b);
+	return ret;
+}
+
+int ldr_ktw_read_bias(const struct ldr_ktw *k, float **out)
+{
+	uint64_t len = ldr_align_up(k->hdr.bias_size, KTW_ALIGN);
+	uint8_t *buf;
+	int ret;
+
+	*out = NULL;
+	if (!(k->hdr.flags & KTW_F_BIAS))
+		return 0;
+	/* an io buffer: the 4 KiB alignment a file opened O_DIRECT needs */
+	buf = ldr_io_buf_alloc(len);
+	if (!buf)
+		return ldr_err(-ENOMEM, "%s: no memory for the %.1f MiB bias section",
+			       k->path, len / 1048576.0);
+	ret = ldr_pread_full(k->fd, buf, len, k->hdr.bias_off);
+	if (ret) {
+		ldr_err(ret, "%s: reading the bias section: %s", k->path,
+			strerror(-ret));
+		goto err;
+	}
+	ret = ldr_ktw_check_bias(&k->hdr, buf);
+	if (ret) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", kt_last_error());
+		ldr_err(ret, "%s: %s", k->path, msg);
+		goto err;
+	}
+	*out = (float *)buf;
+	return 0;
+err:
+	free(buf);
+	return ret;
 }
 
 void ldr_ktw_seal(struct ktw_header *h, const int32_t *layer_ids,
@@ -297,12 +565,12 @@ int ldr_ktw_open(const char *path, int extra_flags, struct ldr_ktw **out)
 		ldr_err(ret, "%s: reading the header: %s", path, strerror(-ret));
 		goto err_buf;
 	}
-	memcpy(&k->hdr, buf, sizeof(k->hdr));
 	ret = ldr_ktw_check_header((const struct ktw_header *)buf, k->st_size,
 				   &k->geom);
+	ldr_ktw_header_copy(&k->hdr, buf);
 	if (ret)
 		goto err_msg;
-	/* the unused tail of a 2.0/2.1 header is zero; else it is damage */
+	/* the unused tail of a 2.0..2.3 header is zero; else it is damage */
 	if (k->hdr.version_minor <= KTW_VERSION_MINOR &&
 	    memcmp(buf + k->hdr.header_size, zero_tail,
 		   KTW_HEADER_BYTES - k->hdr.header_size)) {

@@ -61,6 +61,7 @@ static void model_release(struct kt_model *m)
 		ldr_blob_src_close(p->src);
 		free(p);
 	}
+	free(m->bias);
 	free(m->experts);
 	free(m->layer_ids);
 	free(m);
@@ -384,6 +385,13 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 			      kt_quant_name((enum kt_quant)opts->quant));
 		goto err;
 	}
+	/* the GPU kernels are plain silu(g) * u (core_model_is_plain()) */
+	if ((opts->flags & KT_MODEL_F_GPU_UPLOAD) &&
+	    (k->hdr.flags & KTW_F_2_3)) {
+		ret = ldr_err(-EOPNOTSUPP, "%s: KT_MODEL_F_GPU_UPLOAD: the GPU has no kernels for experts with biases, another activation than silu or padded sizes (open it without the flag: they run on the CPU)",
+			      path);
+		goto err;
+	}
 	kern_pack_layout_mix((enum kt_quant)k->hdr.quant,
 			     (enum kt_quant)ldr_ktw_down_quant(&k->hdr),
 			     k->hdr.hidden, k->hdr.inter, k->hdr.group_size,
@@ -399,6 +407,10 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 		ret = -ENOMEM;
 		goto err;
 	}
+	/* biases stay resident whatever the budget: slots hold blobs only */
+	ret = ldr_ktw_read_bias(k, &m->bias);
+	if (ret)
+		goto err;
 	mapped = k->hugetlbfs || (opts && (opts->flags & KT_MODEL_F_MMAP));
 	cached = !mapped && ldr_cache_wanted(k, opts);	/* read on demand */
 	if (mapped)
@@ -410,6 +422,11 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 	m->ctx = ctx;
 	m->hidden = k->hdr.hidden;
 	m->inter = k->hdr.inter;
+	m->hidden_io = k->hdr.hidden_io;	/* 0 unless KTW_F_PADDED */
+	m->inter_io = k->hdr.inter_io;
+	m->act = (enum kt_act)k->hdr.act;	/* silu unless KTW_F_ACT */
+	m->act_alpha = k->hdr.act_alpha;
+	m->act_limit = k->hdr.act_limit;
 	m->n_experts = k->hdr.n_experts;
 	m->n_layers = k->hdr.n_layers;
 	m->quant = (enum kt_quant)k->hdr.quant;
@@ -481,6 +498,7 @@ err:
 		core_model_extras_free(m);
 		m->release(m);
 	} else if (m) {
+		free(m->bias);
 		free(m->layer_ids);
 		free(m->experts);
 		free(m);

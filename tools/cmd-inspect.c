@@ -188,8 +188,19 @@ static int cmd_inspect(int argc, char **argv)
 		printf(" (group %u)", in.group_size);
 	if (in.down_quant && in.down_quant != in.quant)
 		printf(", down %s", kt_quant_name((enum kt_quant)in.down_quant));
-	printf("\nhidden:        %u\n", in.hidden);
-	printf("intermediate:  %u per expert\n", in.inter);
+	printf("\nhidden:        %u", in.hidden);
+	if (in.hidden_packed && in.hidden_packed != in.hidden)
+		printf(" (packed %u)", in.hidden_packed);
+	printf("\nintermediate:  %u per expert", in.inter);
+	if (in.inter_packed && in.inter_packed != in.inter)
+		printf(" (packed %u)", in.inter_packed);
+	printf("\n");
+	if (in.act == KT_ACT_SWIGLU_OAI)
+		printf("activation:    swiglu_oai (alpha %g, limit %g)\n",
+		       (double)in.act_alpha, (double)in.act_limit);
+	else
+		printf("activation:    silu\n");
+	printf("biases:        %s\n", in.bias ? "yes" : "no");
 	printf("experts:       %u per layer%s", in.n_experts, in.top_k ? "" : "\n");
 	if (in.top_k)
 		printf(", top-%u\n", in.top_k);

@@ -98,8 +98,8 @@ int kt_convert(const struct kt_convert_opts *opts);
  * @version_major: format version of the file.
  * @version_minor: minor version (newer minors are read).
  * @quant: enum kt_quant.
- * @hidden: H.
- * @inter: I, per expert.
+ * @hidden: H, the model's own (the width of x and y rows).
+ * @inter: I, per expert, the model's own.
  * @n_experts: routed experts per layer.
  * @n_layers: MoE layers.
  * @group_size: INT4 group; FP8 the edge of its square scale blocks (128)
@@ -112,6 +112,13 @@ int kt_convert(const struct kt_convert_opts *opts);
  * @hugetlbfs: the file lives on a hugetlbfs mount (a staged copy).
  * @down_quant: enum kt_quant of the down matrix: @quant, or (a 2.2 file
  *	converted from a GGUF file that mixes block types) another one.
+ * @hidden_packed, @inter_packed: H and I of the packed matrices, padded
+ *	with zero weights beyond @hidden and @inter (the model's own, as
+ *	kt_model_get_info() has them) in a 2.3 file of a GPT-OSS model
+ *	(2880 packs as 2944); equal to them otherwise. Were reserved (0).
+ * @act, @act_alpha, @act_limit: the experts' gated activation (enum
+ *	kt_act) and its constants (0 for KT_ACT_SILU).
+ * @bias: 1 when the file holds expert biases (2.3), else 0.
  */
 struct kt_ktw_info {
 	uint32_t version_major;
@@ -129,7 +136,13 @@ struct kt_ktw_info {
 	char arch[KT_KTW_ARCH_LEN];
 	int hugetlbfs;
 	int down_quant;
-	uint32_t reserved[7];
+	uint32_t hidden_packed;
+	uint32_t inter_packed;
+	uint32_t act;
+	float act_alpha;
+	float act_limit;
+	uint32_t bias;
+	uint32_t reserved[1];
 };
 
 /**
@@ -155,8 +168,9 @@ int kt_ktw_inspect(const char *path, struct kt_ktw_info *info,
  * @bad: optional, receives the number of blobs whose checksum is wrong.
  *
  * Context: any thread; blocks while it reads the whole file.
- * Return: 0 when every blob matches; -EIO when one does not (the first is
- *	   named by kt_last_error()) or a read fails; -EINVAL a malformed
+ * Return: 0 when every blob and the bias section (a 2.3 file's) match;
+ *	   -EIO when one does not (the first is named by kt_last_error(); the
+ *	   bias section counts as one in @bad) or a read fails; -EINVAL a malformed
  *	   file; -ENOENT/-EACCES; -ENOMEM.
  */
 int kt_ktw_verify(const char *path, uint64_t *bad);

@@ -96,7 +96,10 @@ class KtwInfo(ctypes.Structure):
                 ("expert_bytes", c_uint64), ("file_size", c_uint64),
                 ("data_bytes", c_uint64), ("arch", ctypes.c_char * 32),
                 ("hugetlbfs", c_int), ("down_quant", c_int),
-                ("reserved", c_uint32 * 7)]
+                ("hidden_packed", c_uint32), ("inter_packed", c_uint32),
+                ("act", c_uint32), ("act_alpha", ctypes.c_float),
+                ("act_limit", ctypes.c_float), ("bias", c_uint32),
+                ("reserved", c_uint32 * 1)]
 
 
 class MoeArgs(ctypes.Structure):

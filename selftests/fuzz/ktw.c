@@ -26,7 +26,8 @@ static void reseal(uint8_t *page, const uint8_t *img, size_t size)
 		crc = kern_crc32c(0, img + h->layers_off, 4ull * h->n_layers);
 		h->meta_crc = kern_crc32c(crc, img + h->table_off, n * 32);
 	}
-	if (h->header_size >= sizeof(*h) && h->header_size <= KTW_HEADER_BYTES) {
+	if (h->header_size >= KTW_HEADER_2_2_BYTES &&
+	    h->header_size <= KTW_HEADER_BYTES) {
 		h->header_crc = 0;
 		crc = kern_crc32c(0, page, h->header_size);
 		h->header_crc = crc;
@@ -58,6 +59,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	if (ldr_ktw_check_pad(h, img + h->layers_off))
 		goto out;
+	/* the bias section of a 2.3 file: the last region, in the image */
+	if ((h->flags & KTW_F_BIAS) && h->file_size <= size)
+		ldr_ktw_check_bias(h, img + h->bias_off);
 	n = (uint64_t)h->n_layers * h->n_experts;
 	for (i = 0; i < n && i < 64; i++) {
 		const struct ktw_entry *e =

@@ -176,9 +176,8 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 	};
 
 	snprintf(out, sizeof(out), "/tmp/kt-gguf-%d.ktw", (int)getpid());
-	/* a .ktw holds no biases, clamped SwiGLU or padding */
-	if (c.bias || !strcmp(c.arch, "gpt-oss") || c.H % 128 || c.I % 128 ||
-	    c.down_type_last) {
+	/* a .ktw has one down type for every layer */
+	if (c.down_type_last) {
 		EXPECT_EQ(kt_convert(&co), -EOPNOTSUPP);
 		EXPECT_NE(strstr(kt_last_error(), "open the GGUF file itself"),
 			  NULL);
@@ -199,12 +198,49 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 	EXPECT_EQ(ki.quant, (int)mi.quant);
 	EXPECT_EQ(ki.down_quant, (int)mi.down_quant);
 	EXPECT_EQ(ki.expert_bytes, mi.expert_bytes);
+	/* a gpt-oss file: 2.3 with the activation, own sizes and biases */
+	EXPECT_EQ(ki.hidden, c.H);
+	EXPECT_EQ(ki.inter, c.I);
+	EXPECT_GE(ki.hidden_packed, c.H);
+	EXPECT_GE(ki.inter_packed, c.I);
+	EXPECT_EQ(ki.hidden_packed % 128, 0u);
+	EXPECT_EQ(ki.act, mi.act);
+	EXPECT_EQ(ki.act_alpha, mi.act_alpha);
+	EXPECT_EQ(ki.act_limit, mi.act_limit);
+	EXPECT_EQ(ki.bias, (uint32_t)!!c.bias);
+	EXPECT_EQ(ki.act, (uint32_t)(strcmp(c.arch, "gpt-oss") ? KT_ACT_SILU :
+				     KT_ACT_SWIGLU_OAI));
+	{
+		struct kt_model_info mki;
+
+		kt_model_get_info(mk, &mki);
+		EXPECT_EQ(mki.hidden, mi.hidden);
+		EXPECT_EQ(mki.inter, mi.inter);
+		EXPECT_EQ(mki.act, mi.act);
+		EXPECT_EQ(mki.act_alpha, mi.act_alpha);
+		EXPECT_EQ(mki.act_limit, mi.act_limit);
+		EXPECT_EQ(mki.bias, mi.bias);
+		EXPECT_EQ(mki.expert_bytes, mi.expert_bytes);
+	}
+	EXPECT_EQ(kt_ktw_verify(out, NULL), 0);
 	a.layer = c.L - c.dense - 1;
 	a.y = y1;
 	ASSERT_EQ(kt_moe_forward(ctx, mg, &a), 0);
 	a.y = y2;
 	ASSERT_EQ(kt_moe_forward(ctx, mk, &a), 0);
 	EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
+	/* mapped in place (biases read beside the mapping) */
+	{
+		struct kt_model_opts mo = { .sz = sizeof(mo),
+					    .flags = KT_MODEL_F_MMAP };
+
+		ASSERT_EQ(kt_model_open(ctx, out, &mo, &mc), 0);
+		a.y = y2;
+		memset(y2, 0, sizeof(y2));
+		ASSERT_EQ(kt_moe_forward(ctx, mc, &a), 0);
+		EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
+		kt_model_destroy(mc);
+	}
 	/* with a budget of one layer and a slot, through the expert cache
 	 * (its slots sized by the layout, down of its own type too) */
 	if (c.L - c.dense >= 2) {
@@ -233,6 +269,21 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 			EXPECT_EQ(st.slots, c.E + 1);
 			EXPECT_GT(st.misses, 0u);
 		}
+		kt_model_destroy(mc);
+	}
+	/* --layers of the last layer only: its own biases come along */
+	if (c.bias && c.L - c.dense >= 2) {
+		co.layer_first = (int32_t)(c.L - 1);
+		co.layer_last = (int32_t)(c.L - 1);
+		ASSERT_EQ(kt_convert(&co), 0);
+		ASSERT_EQ(kt_model_open(ctx, out, NULL, &mc), 0);
+		a.layer = c.L - c.dense - 1;
+		a.y = y1;
+		ASSERT_EQ(kt_moe_forward(ctx, mg, &a), 0);
+		a.layer = 0;
+		a.y = y2;
+		ASSERT_EQ(kt_moe_forward(ctx, mc, &a), 0);
+		EXPECT_EQ(memcmp(y1, y2, (size_t)T * c.H * 4), 0);
 		kt_model_destroy(mc);
 	}
 	unlink(out);

@@ -11,8 +11,10 @@
 #include "kt_test.h"
 #include "hugetlb.h"
 #include "ckpt.h"
+#include "gguf-write.h"
 #include "test-ctx.h"
 #include "ktcore/model.h"
+#include "loader/ktw-format.h"
 
 #define EXTRA_PAGES 8
 
@@ -111,6 +113,89 @@ TEST_F(stage, refuses_bad_targets_and_sources)
 	TH_LOG("%s", kt_last_error());
 	snprintf(staged, sizeof(staged), "%s/m.ktw", self->mnt);
 	EXPECT_NE(access(staged, F_OK), 0);
+}
+
+/* y of layer 0 of @path for a fixed batch (H 160, top-2 of 3) */
+static int oss_y(struct kt_ctx *ctx, const char *path, float *y)
+{
+	static float x[4 * 160], w[8];
+	static int32_t ids[8];
+	struct kt_moe_args a = {
+		.x = x, .ids = ids, .w = w, .y = y, .tokens = 4, .top_k = 2,
+		.x_dtype = KT_DTYPE_F32, .ids_dtype = KT_DTYPE_I32,
+		.y_dtype = KT_DTYPE_F32,
+	};
+	struct kt_model *m;
+	int i, ret;
+
+	for (i = 0; i < 4 * 160; i++)
+		x[i] = (float)((i * 29) % 97) / 48.0f - 1.0f;
+	for (i = 0; i < 8; i++) {
+		ids[i] = (i / 2 + i % 2) % 3;
+		w[i] = 0.25f + 0.125f * (float)i;
+	}
+	ret = kt_model_open(ctx, path, NULL, &m);
+	if (ret)
+		return ret;
+	ret = kt_moe_forward(ctx, m, &a);
+	kt_model_destroy(m);
+	return ret;
+}
+
+/*
+ * A 2.3 file (gpt-oss: biases, padded sizes) staged: the bias section
+ * comes along, checked; the mapped copy gives the file's y bits; a
+ * damaged bias section is caught while staging.
+ */
+TEST_F(stage, gpt_oss_with_biases)
+{
+	struct gw_cfg c = {
+		.arch = "gpt-oss", .H = 160, .I = 96, .E = 3, .k = 2, .L = 1,
+		.type = GW_Q8_0, .seed = 9, .bias = 1,
+	};
+	char oss[600], staged[600];
+	struct kt_convert_opts co = { .sz = sizeof(co), .output = oss,
+				      .layer_last = -1, .threads = 1 };
+	static float y1[4 * 160], y2[4 * 160];
+	struct kt_load_stats st;
+	struct ktw_header hb;
+	struct gw_tensor t[16];
+	struct gw_buf b;
+	size_t n, data;
+	char *path;
+	uint8_t byte;
+	int fd;
+
+	snprintf(oss, sizeof(oss), "%s/oss.ktw", self->dir);
+	gw_build(&c, &b, t, &n, &data);
+	path = gw_save(&b);
+	free(b.p);
+	ASSERT_NE(path, NULL);
+	co.input = path;
+	ASSERT_EQ(kt_convert(&co), 0);
+	unlink(path);
+	free(path);
+	ASSERT_EQ(kt_ktw_stage(oss, self->mnt, staged, sizeof(staged), NULL,
+			       NULL), 0);
+	ASSERT_EQ(kt_ktw_verify(staged, NULL), 0);
+	ASSERT_EQ(oss_y(self->ctx, oss, y1), 0);
+	ASSERT_EQ(oss_y(self->ctx, staged, y2), 0);
+	kt_load_stats_get(&st);
+	EXPECT_EQ(st.mapped, 1);
+	EXPECT_EQ(memcmp(y1, y2, sizeof(y1)), 0);
+	unlink(staged);
+	fd = open(oss, O_RDWR);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(pread(fd, &hb, sizeof(hb), 0), (ssize_t)sizeof(hb));
+	ASSERT_EQ(pread(fd, &byte, 1, (off_t)hb.bias_off + 8), 1);
+	byte ^= 1;
+	ASSERT_EQ(pwrite(fd, &byte, 1, (off_t)hb.bias_off + 8), 1);
+	close(fd);
+	EXPECT_EQ(kt_ktw_stage(oss, self->mnt, NULL, 0, NULL, NULL), -EIO);
+	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), "bias section"), NULL);
+	EXPECT_NE(access(staged, F_OK), 0);
+	unlink(oss);
 }
 
 TEST_HARNESS_MAIN
