@@ -307,14 +307,17 @@ static const enum kt_isa isas[] = {
 	KT_ISA_AVX512VNNI, KT_ISA_AVX512, KT_ISA_AMX, KT_ISA_AUTO,
 };
 
+/* @xb: x as bf16 instead of f32 (NULL: f32) */
 static int kt_forward(struct kt_ctx *ctx, struct kt_model *m,
-		      const struct io *io, uint32_t layer, float *y)
+		      const struct io *io, const uint16_t *xb,
+		      uint32_t layer, float *y)
 {
 	struct kt_moe_args a = {
-		.x = io->x, .ids = io->ids, .w = io->w, .y = y,
-		.tokens = io->T, .top_k = io->k, .layer = layer,
-		.x_dtype = KT_DTYPE_F32, .ids_dtype = KT_DTYPE_I32,
-		.y_dtype = KT_DTYPE_F32,
+		.x = xb ? (const void *)xb : io->x, .ids = io->ids,
+		.w = io->w, .y = y, .tokens = io->T, .top_k = io->k,
+		.layer = layer,
+		.x_dtype = xb ? KT_DTYPE_BF16 : KT_DTYPE_F32,
+		.ids_dtype = KT_DTYPE_I32, .y_dtype = KT_DTYPE_F32,
 	};
 
 	return kt_moe_forward(ctx, m, &a);
@@ -348,7 +351,8 @@ static void cross_check(struct kt_test_meta *_metadata, const struct ocfg *oc)
 		.arch = "gpt-oss", .bias = 1.0f,
 	};
 	static struct io ios[NT];
-	static float y[TMAX * HMAX];
+	static float y[TMAX * HMAX], yb[TMAX * HMAX];
+	static uint16_t xb[TMAX * HMAX];
 	double worst_q = 0, worst_r = 0, worst_x = 0, ggml_x = 0;
 	double worst_n = INFINITY, ratio = 0;
 	struct gg g;
@@ -419,8 +423,21 @@ static void cross_check(struct kt_test_meta *_metadata, const struct ocfg *oc)
 				size_t cnt = (size_t)ios[n].T * oc->H;
 				double bound = QFAC * (ios[n].dx + ios[n].da[l]);
 				double eq, er, ex;
+				size_t j;
 
-				ASSERT_EQ(kt_forward(ctx, m, &ios[n], l, y), 0);
+				ASSERT_EQ(kt_forward(ctx, m, &ios[n], NULL, l, y),
+					  0);
+				/* bf16 x is what kt rounds f32 x to */
+				for (j = 0; j < cnt; j++) {
+					float f = bf16_round(ios[n].x[j]);
+					uint32_t u;
+
+					memcpy(&u, &f, 4);
+					xb[j] = (uint16_t)(u >> 16);
+				}
+				ASSERT_EQ(kt_forward(ctx, m, &ios[n], xb, l, yb),
+					  0);
+				EXPECT_EQ(memcmp(y, yb, cnt * 4), 0);
 				eq = rel_mae(y, ios[n].yq[l], cnt);
 				er = rel_mae(y, ios[n].yr[l], cnt);
 				ex = rel_mae(y, ios[n].yx[l], cnt);
