@@ -27,7 +27,8 @@ static const uint32_t tokens[NT] = { 1, 37 };
 #define HMAX	288
 /*
  * rel. MAE of kt against ggml computing with kt's rounding (bf16 x and
- * down input, the weights exact in f32): only the f32 sums' order differs
+ * down input, the weights exact in f32): only the order of the f32 sums
+ * and the exp of the activation differ
  */
 #define TOL	1e-5
 /*
