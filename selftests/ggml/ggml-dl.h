@@ -31,7 +31,7 @@
 /* enum ggml_type (ggml.h; the GGUF spec's numbering) */
 enum {
 	GG_F32 = 0, GG_F16 = 1, GG_Q4_0 = 2, GG_Q8_0 = 8, GG_Q4_K = 12,
-	GG_Q5_K = 13, GG_Q6_K = 14, GG_I32 = 26, GG_BF16 = 30,
+	GG_Q5_K = 13, GG_Q6_K = 14, GG_I32 = 26, GG_BF16 = 30, GG_MXFP4 = 39,
 };
 
 struct ggml_context;
@@ -74,6 +74,8 @@ struct gg_gguf_init_params {
 	X(size_t, nbytes, (const struct ggml_tensor *))			\
 	X(size_t, row_size, (int, int64_t))				\
 	X(const char *, type_name, (int))				\
+	X(int64_t, blck_size, (int))					\
+	X(size_t, type_size, (int))					\
 	X(size_t, quantize_chunk, (int, const float *, void *, int64_t, \
 				   int64_t, int64_t, const float *))	\
 	X(struct ggml_tensor *, mul_mat_id, (struct ggml_context *,	\
@@ -86,9 +88,17 @@ struct gg_gguf_init_params {
 	X(struct ggml_tensor *, mul, (struct ggml_context *,		\
 				      struct ggml_tensor *,		\
 				      struct ggml_tensor *))		\
+	X(struct ggml_tensor *, swiglu_oai, (struct ggml_context *,	\
+					     struct ggml_tensor *,	\
+					     struct ggml_tensor *, float, \
+					     float))			\
 	X(struct ggml_tensor *, add, (struct ggml_context *,		\
 				      struct ggml_tensor *,		\
 				      struct ggml_tensor *))		\
+	X(struct ggml_tensor *, add_id, (struct ggml_context *,		\
+					 struct ggml_tensor *,		\
+					 struct ggml_tensor *,		\
+					 struct ggml_tensor *))		\
 	X(struct ggml_tensor *, cont, (struct ggml_context *,		\
 				       struct ggml_tensor *))		\
 	X(struct ggml_tensor *, cpy, (struct ggml_context *,		\
@@ -299,14 +309,19 @@ static inline int gg_open(struct gg *g, char *why, size_t n)
 
 /*
  * Random weights for the three expert tensors of @L layers, quantized by
- * ggml_quantize_chunk() to @type (gate, up) and @type_down, in a qwen3moe
- * GGUF written by gguf_write_to_file(). ggml shapes [H, I, E] (gate, up)
- * and [I, H, E] (down). Return: 0, or -EIO.
+ * ggml_quantize_chunk() to @type (gate, up) and @type_down, in a GGUF of
+ * @arch (NULL: qwen3moe) written by gguf_write_to_file(). ggml shapes
+ * [H, I, E] (gate, up) and [I, H, E] (down). @bias > 0 adds F32 expert
+ * biases uniform in [-bias, bias) as llama.cpp's gpt-oss files have them:
+ * blk.L.ffn_{gate,up}_exps.bias [I, E], blk.L.ffn_down_exps.bias [H, E].
+ * Return: 0, or -EIO.
  */
 struct gg_moe_cfg {
 	uint32_t H, I, E, k, L;
 	int type, type_down;
 	uint64_t seed;
+	const char *arch;
+	float bias;
 };
 
 static inline uint64_t gg_rand(uint64_t *s)
@@ -327,9 +342,17 @@ static inline int gg_write_moe(const struct gg *g, const struct gg_moe_cfg *c,
 			       const char *path)
 {
 	static const char *const mat[3] = { "gate", "up", "down" };
+	static const char *const key[5] = {
+		"block_count", "embedding_length",
+		"expert_feed_forward_length", "expert_count",
+		"expert_used_count",
+	};
+	const uint32_t val[5] = { c->L, c->H, c->I, c->E, c->k };
+	const char *arch = c->arch ? c->arch : "qwen3moe";
 	size_t per = (size_t)c->H * c->I;
-	size_t mem = 3 * c->L * (g->tensor_overhead() +
-		     g->row_size(GG_F32, (int64_t)per) * c->E) + (1 << 20);
+	size_t mem = 3 * c->L * (2 * g->tensor_overhead() +
+		     g->row_size(GG_F32, (int64_t)per) * c->E +
+		     g->row_size(GG_F32, c->H + c->I) * c->E) + (1 << 20);
 	struct gg_init_params ip = { mem, NULL, false };
 	struct ggml_context *ctx = g->init(ip);
 	struct gguf_context *gf = g->gguf_init_empty();
@@ -341,13 +364,14 @@ static inline int gg_write_moe(const struct gg *g, const struct gg_moe_cfg *c,
 
 	if (!ctx || !gf || !src)
 		goto out;
-	g->gguf_set_val_str(gf, "general.architecture", "qwen3moe");
+	g->gguf_set_val_str(gf, "general.architecture", arch);
 	g->gguf_set_val_str(gf, "general.name", "kt ggml cross-check");
-	g->gguf_set_val_u32(gf, "qwen3moe.block_count", c->L);
-	g->gguf_set_val_u32(gf, "qwen3moe.embedding_length", c->H);
-	g->gguf_set_val_u32(gf, "qwen3moe.expert_feed_forward_length", c->I);
-	g->gguf_set_val_u32(gf, "qwen3moe.expert_count", c->E);
-	g->gguf_set_val_u32(gf, "qwen3moe.expert_used_count", c->k);
+	for (i = 0; i < 5; i++) {
+		char name[96];
+
+		snprintf(name, sizeof(name), "%s.%s", arch, key[i]);
+		g->gguf_set_val_u32(gf, name, val[i]);
+	}
 	for (l = 0; l < c->L; l++) {
 		for (m = 0; m < 3; m++) {
 			int type = m == 2 ? c->type_down : c->type;
@@ -369,6 +393,24 @@ static inline int gg_write_moe(const struct gg *g, const struct gg_moe_cfg *c,
 				g->quantize_chunk(type, src, d, 0, N, K, NULL);
 				d += g->row_size(type, K) * (size_t)N;
 			}
+			g->gguf_add_tensor(gf, t);
+		}
+		/* after the layer's weights: a file without keeps its bits */
+		for (m = 0; m < 3 && c->bias > 0; m++) {
+			int64_t N = m == 2 ? c->H : c->I;
+			struct ggml_tensor *t;
+			char name[64];
+			float *b;
+
+			t = g->new_tensor_2d(ctx, GG_F32, N, c->E);
+			if (!t)
+				goto out;
+			snprintf(name, sizeof(name), "blk.%u.ffn_%s_exps.bias",
+				 l, mat[m]);
+			g->set_name(t, name);
+			b = g->get_data(t);
+			for (i = 0; i < (size_t)N * c->E; i++)
+				b[i] = c->bias * gg_uniform(&s);
 			g->gguf_add_tensor(gf, t);
 		}
 	}
@@ -410,17 +452,16 @@ gg_moe_par(const struct gg *g, struct ggml_context *ctx,
 	return g->swiglu_split(ctx, g->mul_mat_id(ctx, gate, cur, ids), u);
 }
 
+/* exps [H, k, T] times w, the k slots added */
 static inline struct ggml_tensor *
-gg_moe_down(const struct gg *g, struct ggml_context *ctx,
-	    struct ggml_tensor *down, struct ggml_tensor *par,
-	    struct ggml_tensor *ids, struct ggml_tensor *w, uint32_t H,
-	    uint32_t k, uint32_t T)
+gg_moe_weigh(const struct gg *g, struct ggml_context *ctx,
+	     struct ggml_tensor *exps, struct ggml_tensor *w, uint32_t H,
+	     uint32_t k, uint32_t T)
 {
-	struct ggml_tensor *exps, *y = NULL;
+	struct ggml_tensor *y = NULL;
 	size_t row = g->row_size(GG_F32, H);
 	uint32_t j;
 
-	exps = g->mul_mat_id(ctx, down, par, ids);
 	exps = g->mul(ctx, exps, g->reshape_3d(ctx, w, 1, k, T));
 	for (j = 0; j < k; j++) {
 		struct ggml_tensor *v = g->view_2d(ctx, exps, H, T, row * k,
@@ -432,6 +473,16 @@ gg_moe_down(const struct gg *g, struct ggml_context *ctx,
 }
 
 static inline struct ggml_tensor *
+gg_moe_down(const struct gg *g, struct ggml_context *ctx,
+	    struct ggml_tensor *down, struct ggml_tensor *par,
+	    struct ggml_tensor *ids, struct ggml_tensor *w, uint32_t H,
+	    uint32_t k, uint32_t T)
+{
+	return gg_moe_weigh(g, ctx, g->mul_mat_id(ctx, down, par, ids), w, H,
+			    k, T);
+}
+
+static inline struct ggml_tensor *
 gg_moe_layer(const struct gg *g, struct ggml_context *ctx,
 	     struct ggml_tensor *gate, struct ggml_tensor *up,
 	     struct ggml_tensor *down, struct ggml_tensor *x,
@@ -440,6 +491,56 @@ gg_moe_layer(const struct gg *g, struct ggml_context *ctx,
 {
 	return gg_moe_down(g, ctx, down, gg_moe_par(g, ctx, gate, up, x, ids,
 						   H, T), ids, w, H, k, T);
+}
+
+/*
+ * The same for gpt-oss, as llama.cpp's llm_build_openai_moe() calls
+ * build_moe_ffn() (LLM_FFN_SWIGLU_OAI_MOE, the experts' biases; weights
+ * after down):
+ *
+ *	up   = add_id(mul_mat_id(up_exps, cur, ids), up_b, ids)
+ *	gate = add_id(mul_mat_id(gate_exps, cur, ids), gate_b, ids)
+ *	par  = swiglu_oai(gate, up, 1.702, 7)
+ *	exps = add_id(mul_mat_id(down_exps, par, ids), down_b, ids)
+ *	y    = the k slots of exps * w added, as above
+ *
+ * @b: gate, up and down biases ([I, E], [I, E], [H, E] f32); @gu, when
+ * not NULL, gets the biased gate and up (the activation's inputs).
+ */
+#define GG_OAI_ALPHA	1.702f
+#define GG_OAI_LIMIT	7.0f
+
+static inline struct ggml_tensor *
+gg_oss_par(const struct gg *g, struct ggml_context *ctx,
+	   struct ggml_tensor *gate, struct ggml_tensor *up,
+	   struct ggml_tensor *const b[3], struct ggml_tensor *x,
+	   struct ggml_tensor *ids, uint32_t H, uint32_t T,
+	   struct ggml_tensor *gu[2])
+{
+	struct ggml_tensor *cur = g->reshape_3d(ctx, x, H, 1, T);
+	struct ggml_tensor *u = g->mul_mat_id(ctx, up, cur, ids);
+	struct ggml_tensor *gt;
+
+	u = g->add_id(ctx, u, b[1], ids);
+	gt = g->add_id(ctx, g->mul_mat_id(ctx, gate, cur, ids), b[0], ids);
+	if (gu) {
+		gu[0] = gt;
+		gu[1] = u;
+	}
+	return g->swiglu_oai(ctx, gt, u, GG_OAI_ALPHA, GG_OAI_LIMIT);
+}
+
+static inline struct ggml_tensor *
+gg_oss_down(const struct gg *g, struct ggml_context *ctx,
+	    struct ggml_tensor *down, struct ggml_tensor *bias,
+	    struct ggml_tensor *par, struct ggml_tensor *ids,
+	    struct ggml_tensor *w, uint32_t H, uint32_t k, uint32_t T)
+{
+	struct ggml_tensor *exps = g->mul_mat_id(ctx, down, par, ids);
+
+	if (bias)
+		exps = g->add_id(ctx, exps, bias, ids);
+	return gg_moe_weigh(g, ctx, exps, w, H, k, T);
 }
 
 #endif /* KT_SELFTESTS_GGML_GGML_DL_H */
