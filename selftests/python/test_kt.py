@@ -64,7 +64,7 @@ def t_ctor_errors():
         a = dict(base)
         a.update(kw)
         return kt.KTMoEWrapper(**a)
-    expect_raises(ValueError, ["hidden_size", "128"], mk, hidden_size=200)
+    expect_raises(ValueError, ["hidden_size", "32"], mk, hidden_size=200)
     expect_raises(ValueError, ["num_experts_per_tok"], mk,
                   num_experts_per_tok=E + 1)
     expect_raises(TypeError, ["num_experts"], mk, num_experts="8")
