@@ -411,7 +411,7 @@ FUZZ_CFLAGS := -std=gnu11 -O1 -g -Wall -Wno-unused-parameter -D_GNU_SOURCE -I in
 	$(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_LIB_SRCS := loader/ktw.c loader/geom.c loader/io.c loader/error.c \
 	loader/hfconfig.c loader/safetensors.c loader/route-format.c \
-	loader/gguf.c kernels/pack-fp8.c \
+	loader/gguf.c kernels/pack-fp8.c kernels/pack-mxfp4.c \
 	kernels/crc32c.c \
 	kernels/pack.c ktcore/cpu.c
 FUZZ_NAMES := $(basename $(notdir $(wildcard selftests/fuzz/*.c)))
