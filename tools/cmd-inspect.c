@@ -24,10 +24,13 @@ static void usage(FILE *f)
 		"--load opens the model as a server would (kt_model_open) and reports\n"
 		"how: bytes, time, throughput, io_uring or pread, O_DIRECT, page size.\n"
 		"DIR, a Hugging Face checkpoint folder, is packed as kt_model_open() packs it\n"
-		"(--method: int8, int4, bf16, fp8; default its own numbers) and described.\n");
+		"(--method: int8, int4, bf16, fp8, mxfp4; default its own numbers) and\n"
+		"described; a GGUF file is repacked as it is.\n");
 }
 
-/* A checkpoint folder, packed at load: what it becomes. */
+static bool is_gguf(const char *path);
+
+/* A checkpoint folder or a GGUF file, packed at load: what it becomes. */
 static void describe_packed(const char *path, const struct kt_model_info *mi,
 			    struct kt_model *m, double s)
 {
@@ -39,7 +42,8 @@ static void describe_packed(const char *path, const struct kt_model_info *mi,
 				first = l;
 			last = l;
 		}
-	printf("folder:        %s (packed at load, nothing written)\n", path);
+	printf("%-15s%s (packed at load, nothing written)\n",
+	       is_gguf(path) ? "gguf:" : "folder:", path);
 	printf("quantization:  %s", kt_quant_name(mi->quant));
 	if (mi->group_size)
 		printf(" (group %u)", mi->group_size);
@@ -52,6 +56,12 @@ static void describe_packed(const char *path, const struct kt_model_info *mi,
 	printf("experts:       %u per layer\n", mi->n_experts);
 	printf("expert size:   %llu bytes\n", (unsigned long long)mi->expert_bytes);
 	printf("layers:        %u MoE layers, %d..%d\n", mi->n_layers, first, last);
+	if (mi->act == KT_ACT_SWIGLU_OAI)
+		printf("activation:    swiglu_oai (alpha %g, limit %g)\n",
+		       mi->act_alpha, mi->act_limit);
+	else
+		printf("activation:    silu\n");
+	printf("biases:        %s\n", mi->bias ? "yes" : "no");
 	printf("load: packed %.1f MiB in %.3f s\n",
 	       mi->resident_bytes / 1048576.0, s);
 }
