@@ -136,6 +136,12 @@ struct gg_gguf_init_params {
 				   const char *))			\
 	C(void, gguf_set_val_u32, (struct gguf_context *, const char *, \
 				   uint32_t))				\
+	C(void, gguf_set_val_f32, (struct gguf_context *, const char *, \
+				   float))				\
+	C(int64_t, gguf_find_tensor, (const struct gguf_context *,	\
+				      const char *))			\
+	C(int, gguf_get_tensor_type, (const struct gguf_context *,	\
+				      int64_t))				\
 	C(void, gguf_add_tensor, (struct gguf_context *,		\
 				  const struct ggml_tensor *))		\
 	C(bool, gguf_write_to_file, (const struct gguf_context *,	\
@@ -307,6 +313,83 @@ static inline int gg_open(struct gg *g, char *why, size_t n)
 
 /* The libraries stay loaded: ggml keeps global state in them. */
 
+/* enum llama_ftype (llama.h): what llama-quantize's type names select */
+enum {
+	GG_FTYPE_Q4_0 = 2, GG_FTYPE_Q8_0 = 7, GG_FTYPE_Q4_K_M = 15,
+	GG_FTYPE_Q5_K_M = 17, GG_FTYPE_Q6_K = 18,
+};
+
+/*
+ * struct llama_model_quantize_params (llama.h) starts with nthread and
+ * ftype in every release; the rest is only filled by
+ * llama_model_quantize_default_params(), returned in memory (it is larger
+ * than 16 bytes): this room is its upper bound.
+ */
+union gg_quantize_params {
+	struct {
+		int32_t nthread;
+		int32_t ftype;
+	} f;
+	char bytes[1024];
+	void *align;
+};
+
+/* llama.cpp's log, kept to its warnings and errors */
+static inline void gg_llama_log(int level, const char *text, void *user)
+{
+	(void)user;
+	if (level == 3 || level == 4)	/* GGML_LOG_LEVEL_WARN, _ERROR */
+		fprintf(stderr, "# llama.cpp: %s", text);
+}
+
+/*
+ * Quantize the GGUF file @in to @out with llama.cpp's own quantizer,
+ * llama_model_quantize() of libllama (what the llama-quantize tool runs),
+ * to the llama_ftype @ftype with its tensor-type rules (Q4_K_M: Q6_K down
+ * tensors in the use_more_bits() layers). @in needs the keys
+ * gg_set_llama_keys() writes. Return: 0; -ENOENT with @why when libllama
+ * is not there; -EIO when it fails.
+ */
+static inline int gg_llama_quantize(const struct gg *g, const char *in,
+				    const char *out, int ftype, char *why,
+				    size_t n)
+{
+	union gg_quantize_params (*defaults)(void);
+	uint32_t (*quantize)(const char *, const char *,
+			     const union gg_quantize_params *);
+	void (*init)(void), (*log_set)(void (*)(int, const char *, void *),
+				       void *);
+	union gg_quantize_params qp;
+	char p[PATH_MAX];
+	void *h;
+
+	snprintf(p, sizeof(p), "%s/libllama.v0.5.0.so", g->dir);
+	h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(why, n, "dlopen %.200s: %.200s", p, dlerror());
+		return -ENOENT;
+	}
+	*(void **)&defaults = dlsym(h, "llama_model_quantize_default_params");
+	*(void **)&quantize = dlsym(h, "llama_model_quantize");
+	*(void **)&init = dlsym(h, "llama_backend_init");
+	*(void **)&log_set = dlsym(h, "llama_log_set");
+	if (!defaults || !quantize || !init || !log_set) {
+		snprintf(why, n, "%.200s lacks llama_model_quantize", p);
+		return -ENOENT;
+	}
+	log_set(gg_llama_log, NULL);
+	init();
+	qp = defaults();
+	qp.f.nthread = 2;
+	qp.f.ftype = ftype;
+	if (quantize(in, out, &qp)) {
+		snprintf(why, n, "llama_model_quantize(%.100s, ftype %d) failed",
+			 in, ftype);
+		return -EIO;
+	}
+	return 0;
+}
+
 /*
  * Random weights for the three expert tensors of @L layers, quantized by
  * ggml_quantize_chunk() to @type (gate, up) and @type_down, in a GGUF of
@@ -322,6 +405,7 @@ struct gg_moe_cfg {
 	uint64_t seed;
 	const char *arch;
 	float bias;
+	bool llama_keys;
 };
 
 static inline uint64_t gg_rand(uint64_t *s)
@@ -336,6 +420,33 @@ static inline uint64_t gg_rand(uint64_t *s)
 static inline float gg_uniform(uint64_t *s)
 {
 	return (float)((double)(gg_rand(s) >> 11) / (double)(1ull << 52) - 1.0);
+}
+
+/*
+ * The keys llama.cpp's model loader requires of every file before it
+ * quantizes one (llama_model::load_hparams): a context length, attention
+ * heads of 128 that divide @H, and the RMS norm epsilon.
+ */
+static inline void gg_set_llama_keys(const struct gg *g,
+				     struct gguf_context *gf, const char *arch,
+				     uint32_t H)
+{
+	static const char *const key[5] = {
+		"context_length", "attention.head_count",
+		"attention.head_count_kv", "attention.key_length",
+		"attention.value_length",
+	};
+	const uint32_t val[5] = { 4096, H / 128, 1, 128, 128 };
+	char name[96];
+	unsigned int i;
+
+	for (i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "%s.%s", arch, key[i]);
+		g->gguf_set_val_u32(gf, name, val[i]);
+	}
+	snprintf(name, sizeof(name), "%s.attention.layer_norm_rms_epsilon",
+		 arch);
+	g->gguf_set_val_f32(gf, name, 1e-6f);
 }
 
 static inline int gg_write_moe(const struct gg *g, const struct gg_moe_cfg *c,
@@ -372,6 +483,8 @@ static inline int gg_write_moe(const struct gg *g, const struct gg_moe_cfg *c,
 		snprintf(name, sizeof(name), "%s.%s", arch, key[i]);
 		g->gguf_set_val_u32(gf, name, val[i]);
 	}
+	if (c->llama_keys)
+		gg_set_llama_keys(g, gf, arch, c->H);
 	for (l = 0; l < c->L; l++) {
 		for (m = 0; m < 3; m++) {
 			int type = m == 2 ? c->type_down : c->type;

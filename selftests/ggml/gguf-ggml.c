@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * gguf-ggml.c - kt against llama.cpp's own ggml: qwen3moe GGUF files of
- * each expert type written by ggml's quantizers and gguf writer, run with
+ * each expert type written by ggml's quantizers and gguf writer, or by
+ * llama.cpp's own quantizer (llama_model_quantize, what llama-quantize
+ * runs) from an F32 file with its per-layer type rules, run with
  * kt_model_open() + kt_moe_forward() on every kernel variant the CPU has,
  * and compared with the same MoE layers computed by ggml's CPU graph
  * (selftests/ggml/ggml-dl.h). Skips when the libraries are not there
@@ -30,9 +32,15 @@ static const uint32_t tokens[NT] = { 1, 37 };
 /* rel. MAE of kt against ggml where both round activations alike */
 #define TOL	1e-3
 
+/*
+ * @ftype 0: ggml_quantize_chunk() writes @type and @type_down. Otherwise
+ * the llama_ftype llama.cpp's quantizer is asked for, and the types it is
+ * expected to choose: @type_down in layer 0, @type_down_last in the last.
+ */
 struct xcase {
 	int type, type_down;
 	enum kt_quant want, want_down;
+	int ftype, type_down_last;
 };
 
 /*
@@ -347,6 +355,61 @@ static void convert_same(struct kt_test_meta *_metadata, const char *path,
 	unlink(out);
 }
 
+/*
+ * @path: llama.cpp's quantizer run on an F32 file of the layers @c
+ * describes, then the tensor types it chose checked against @xc.
+ */
+static int llama_quantized(struct kt_test_meta *_metadata,
+			   const struct gg *g, const struct gg_moe_cfg *c,
+			   const struct xcase *xc, const char *path, char *why,
+			   size_t n)
+{
+	struct gg_moe_cfg f32 = *c;
+	struct ggml_context *wctx = NULL;
+	struct gg_gguf_init_params gp = { true, &wctx };
+	struct gguf_context *gf;
+	char src[PATH_MAX];
+	unsigned int l, i;
+	int rc;
+
+	f32.type = f32.type_down = GG_F32;
+	f32.llama_keys = true;
+	snprintf(src, sizeof(src), "%s.f32", path);
+	rc = gg_write_moe(g, &f32, src);
+	if (!rc)
+		rc = gg_llama_quantize(g, src, path, xc->ftype, why, n);
+	unlink(src);
+	if (rc)
+		return rc;
+	gf = g->gguf_init_from_file(path, gp);
+	if (!gf)
+		return -EIO;
+	for (l = 0; l < NLAY; l++)
+		for (i = 0; i < 3; i++) {
+			static const char *const nm[3] = { "gate", "up",
+							   "down" };
+			int want = i < 2 ? xc->type :
+				   l + 1 < NLAY ? xc->type_down :
+				   xc->type_down_last;
+			char name[64];
+			int64_t t;
+
+			snprintf(name, sizeof(name), "blk.%u.ffn_%s_exps.weight",
+				 l, nm[i]);
+			t = g->gguf_find_tensor(gf, name);
+			EXPECT_GE(t, 0);
+			if (t >= 0)
+				EXPECT_EQ(g->gguf_get_tensor_type(gf, t), want);
+		}
+	TH_LOG("llama_model_quantize ftype %d: gate/up %s, down %s to %s",
+	       xc->ftype, g->type_name(xc->type), g->type_name(xc->type_down),
+	       g->type_name(xc->type_down_last));
+	if (wctx)
+		g->free(wctx);
+	g->gguf_free(gf);
+	return 0;
+}
+
 static void cross_check(struct kt_test_meta *_metadata, const struct xcase *xc)
 {
 	const struct gg_moe_cfg c = {
@@ -369,7 +432,16 @@ static void cross_check(struct kt_test_meta *_metadata, const struct xcase *xc)
 	snprintf(path, sizeof(path), "/tmp/kt-ggml-%d-%s-%s.gguf",
 		 (int)getpid(), g.type_name(xc->type),
 		 g.type_name(xc->type_down));
-	ASSERT_EQ(gg_write_moe(&g, &c, path), 0);
+	if (xc->ftype) {
+		int rc = llama_quantized(_metadata, &g, &c, xc, path, why,
+					 sizeof(why));
+
+		if (rc == -ENOENT)
+			SKIP(return, "%.250s", why);
+		ASSERT_EQ(rc, 0);
+	} else {
+		ASSERT_EQ(gg_write_moe(&g, &c, path), 0);
+	}
 	for (n = 0; n < NT; n++)
 		make_inputs(&ios[n], tokens[n], 1000 + n);
 	ASSERT_EQ(ggml_reference(&g, path, xc->type, xc->type_down, ios), 0);
@@ -430,14 +502,17 @@ static void cross_check(struct kt_test_meta *_metadata, const struct xcase *xc)
 	TH_LOG("%s/%s worst: kt vs ggml %.2e, vs ggml with kt's rounding %.2e, vs f32 %.2e; ggml vs f32 %.2e",
 	       g.type_name(xc->type), g.type_name(xc->type_down), worst_q,
 	       worst_r, worst_x, ggml_x);
-	convert_same(_metadata, path, ios);
+	if (xc->ftype && xc->type_down_last != xc->type_down)
+		TH_LOG("kt convert: not for down types that vary by layer");
+	else
+		convert_same(_metadata, path, ios);
 	unlink(path);
 }
 
 #define XTEST(name, t, td, q, qd)					\
 	TEST(name)							\
 	{								\
-		static const struct xcase xc = { t, td, q, qd };	\
+		static const struct xcase xc = { t, td, q, qd, 0, td };	\
 									\
 		cross_check(_metadata, &xc);				\
 	}
@@ -452,5 +527,29 @@ XTEST(f16, GG_F16, GG_F16, KT_QUANT_BF16, KT_QUANT_BF16)
 /* Q4_K_M and Q5_K_M as llama.cpp writes their experts */
 XTEST(q4_k_m, GG_Q4_K, GG_Q6_K, KT_QUANT_Q4_K, KT_QUANT_Q6_K)
 XTEST(q5_k_m, GG_Q5_K, GG_Q6_K, KT_QUANT_Q5_K, KT_QUANT_Q6_K)
+
+/*
+ * Files llama.cpp's quantizer writes (llama-quantize's type names). With
+ * two layers, its use_more_bits() gives layer 1 a Q6_K down in Q4_K_M and
+ * Q5_K_M: the down type varies by layer as in downloaded files.
+ */
+#define LTEST(name, ftype, t, td, tdl, q, qd)				\
+	TEST(llama_quantize_##name)					\
+	{								\
+		static const struct xcase xc = { t, td, q, qd, ftype, tdl }; \
+									\
+		cross_check(_metadata, &xc);				\
+	}
+
+LTEST(q8_0, GG_FTYPE_Q8_0, GG_Q8_0, GG_Q8_0, GG_Q8_0, KT_QUANT_Q8_0,
+      KT_QUANT_Q8_0)
+LTEST(q4_0, GG_FTYPE_Q4_0, GG_Q4_0, GG_Q4_0, GG_Q4_0, KT_QUANT_INT4,
+      KT_QUANT_INT4)
+LTEST(q4_k_m, GG_FTYPE_Q4_K_M, GG_Q4_K, GG_Q4_K, GG_Q6_K, KT_QUANT_Q4_K,
+      KT_QUANT_Q4_K)
+LTEST(q5_k_m, GG_FTYPE_Q5_K_M, GG_Q5_K, GG_Q5_K, GG_Q6_K, KT_QUANT_Q5_K,
+      KT_QUANT_Q5_K)
+LTEST(q6_k, GG_FTYPE_Q6_K, GG_Q6_K, GG_Q6_K, GG_Q6_K, KT_QUANT_Q6_K,
+      KT_QUANT_Q6_K)
 
 TEST_HARNESS_MAIN
