@@ -101,6 +101,8 @@ void kern_gate_up_fp8_scalar(const struct kern_gate_up_args *a);
 void kern_down_fp8_scalar(const struct kern_down_args *a);
 void kern_gate_up_fp8_avx512(const struct kern_gate_up_args *a);
 void kern_down_fp8_avx512(const struct kern_down_args *a);
+size_t kern_scratch_bytes_fp8_avx512(const struct kern_geom *g,
+				     unsigned int max_m);
 void kern_gate_up_fp8_avx2(const struct kern_gate_up_args *a);
 void kern_down_fp8_avx2(const struct kern_down_args *a);
 size_t kern_scratch_bytes_fp8_avx2(const struct kern_geom *g,

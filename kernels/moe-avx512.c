@@ -18,7 +18,7 @@
 	{								\
 		.act_row_bytes = kern_act_row_bytes_bf16_avx512,	\
 		.act_prepare = kern_act_prepare_bf16_avx512,		\
-		.scratch_bytes = kern_scratch_bytes_##sfx,		\
+		.scratch_bytes = kern_scratch_bytes_fp8_##sfx,		\
 		.gate_up = kern_gate_up_fp8_avx512,			\
 		.down = kern_down_fp8_avx512,				\
 	}

@@ -60,7 +60,7 @@ size_t kern_scratch_bytes_fp8_amx(const struct kern_geom *g,
 				  unsigned int max_m)
 {
 	size_t t = fp8_amx_bytes(g, max_m);
-	size_t v = kern_scratch_bytes_avx512(g, max_m);
+	size_t v = kern_scratch_bytes_fp8_avx512(g, max_m);
 
 	return t > v ? t : v;
 }

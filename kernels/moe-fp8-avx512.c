@@ -2,8 +2,12 @@
 /*
  * moe-fp8-avx512.c - FP8 (E4M3) experts on AVX-512 with vdpbf16ps: every
  * half line of a tile (16 rows x a k pair) is widened to the bf16 line it
- * stands for in registers, exactly, then fed to the BF16 math; each
- * 128 x 128 scale block's sums are scaled in f32.
+ * stands for, exactly, then fed to the BF16 math; each 128 x 128 scale
+ * block's sums are scaled in f32. A call of up to MR tokens widens in
+ * registers. A longer one (prefill) widens each 16 x 128 block once into
+ * scratch and runs all its tokens over that copy in L1, where widening
+ * per MR tokens cost as much as the dots: same values, same order of
+ * operations per token, so the bits do not depend on the path.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -25,6 +29,12 @@
  * matrix orders (rbm: along K; kcm: P = KC / 64 tiles per chunk). */
 #define BT		(KERN_FP8_BLOCK / KERN_TILE_K_FP8)
 #define DOWN_NSUB	1024
+/* Tokens that share one widened block: gate+up, down. */
+#define TB_GU		64
+#define TB_DN		32
+/* Output rows of down whose sums one widened pass keeps: TB_DN x 512. */
+#define DOWN_NSUB_W	512
+#define WBLOCK		(BT * NHALF * 64)	/* bytes of a widened block */
 
 AI __m512i bcast32(const void *p)
 {
@@ -34,11 +44,13 @@ AI __m512i bcast32(const void *p)
 /*
  * One scale block (BT adjacent tiles, 16 rows x 128 columns) of one matrix
  * or (@two) two, for M tokens whose bf16 activations of these columns are
- * at x[m]: the f32 dots, fresh, in og/ou. Two accumulator chains (even and
- * odd k pairs) while they fit.
+ * at x[m]: the f32 dots, fresh, in og/ou. @wide: gw/uw are the block
+ * already widened (widen()), else its FP8 tiles. Two accumulator chains
+ * (even and odd k pairs) while they fit.
  */
-AI void mk_fp8(const uint8_t *gw, const uint8_t *uw, const int two,
-	       const uint8_t *const *x, const int M, __m512 *og, __m512 *ou)
+AI void mk_dot(const uint8_t *gw, const uint8_t *uw, const int two,
+	       const int wide, const uint8_t *const *x, const int M,
+	       __m512 *og, __m512 *ou)
 {
 	const int CH = M <= 3 ? 2 : 1;
 	const __m512i tbl = fp8_sub_table();
@@ -52,17 +64,23 @@ AI void mk_fp8(const uint8_t *gw, const uint8_t *uw, const int two,
 			ag[c][m] = au[c][m] = _mm512_setzero_ps();
 	for (h = 0; h < BT * NHALF; h++) {
 		const int s = CH == 2 ? (h & 1) : 0;
-		__m512i wg = fp8_bf16(gw + h * HALF, tbl), wu = wg;
+		__m512i wg, wu;
 
-		if (!(h & 1)) {
-			_mm_prefetch((const char *)gw + PF_DIST + h * HALF,
-				     _MM_HINT_T0);
-			if (two)
-				_mm_prefetch((const char *)uw + PF_DIST +
+		if (wide) {
+			wg = _mm512_load_si512(gw + h * 64);
+			wu = two ? _mm512_load_si512(uw + h * 64) : wg;
+		} else {
+			wg = fp8_bf16(gw + h * HALF, tbl);
+			wu = two ? fp8_bf16(uw + h * HALF, tbl) : wg;
+			if (!(h & 1)) {
+				_mm_prefetch((const char *)gw + PF_DIST +
 					     h * HALF, _MM_HINT_T0);
+				if (two)
+					_mm_prefetch((const char *)uw +
+						     PF_DIST + h * HALF,
+						     _MM_HINT_T0);
+			}
 		}
-		if (two)
-			wu = fp8_bf16(uw + h * HALF, tbl);
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++) {
 			/* k pair h of the block: bytes 4h of the bf16 row */
@@ -82,6 +100,50 @@ AI void mk_fp8(const uint8_t *gw, const uint8_t *uw, const int two,
 			ou[m] = CH == 2 ? _mm512_add_ps(au[0][m], au[1][m]) :
 				au[0][m];
 	}
+}
+
+/* The block of BT tiles at @src widened to bf16 lines at @dst (WBLOCK). */
+AI void widen(const uint8_t *src, uint8_t *dst)
+{
+	const __m512i tbl = fp8_sub_table();
+	int h;
+
+	for (h = 0; h < BT * NHALF; h++) {
+		if (!(h & 1))
+			_mm_prefetch((const char *)src + PF_DIST + h * HALF,
+				     _MM_HINT_T0);
+		_mm512_store_si512(dst + h * 64, fp8_bf16(src + h * HALF, tbl));
+	}
+}
+
+/* Scratch of the widened path, carved from the worker's (64-aligned). */
+struct wide {
+	uint8_t *wg, *wu;	/* widened blocks */
+	float *acc;		/* gate+up: [2][TB_GU][NROW]; down: [TB_DN][nsub] */
+};
+
+static size_t wide_bytes(void)
+{
+	size_t gu = 2 * sizeof(float) * TB_GU * NROW;
+	size_t dn = sizeof(float) * TB_DN * DOWN_NSUB_W;
+
+	return 64 + 2 * WBLOCK + (gu > dn ? gu : dn);
+}
+
+static struct wide wide_of(void *scratch)
+{
+	uint8_t *p = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+	struct wide w = { p, p + WBLOCK, (float *)(p + 2 * WBLOCK) };
+
+	return w;
+}
+
+size_t kern_scratch_bytes_fp8_avx512(const struct kern_geom *g,
+				     unsigned int max_m)
+{
+	size_t v = kern_scratch_bytes_avx512(g, max_m);
+
+	return v > wide_bytes() ? v : wide_bytes();
 }
 
 /* ---- gate + up ------------------------------------------------------------ */
@@ -116,7 +178,7 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			xk[m] = x[m] + (size_t)kb * KERN_FP8_BLOCK * 2;
-		mk_fp8(a->gate->tiles + off, a->up->tiles + off, 1, xk, M, dg,
+		mk_dot(a->gate->tiles + off, a->up->tiles + off, 1, 0, xk, M, dg,
 		       du);
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++) {
@@ -145,16 +207,84 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 		}							\
 	} while (0)
 
+/*
+ * Tokens i0 + i .. + M of scale block @kb of the widened gate and up: their
+ * sums (w->acc: gate [TB_GU][NROW], then up) += the dots times vg / vu.
+ */
+AI void gu_wide_block(const struct kern_gate_up_args *a, const struct wide *w,
+		      unsigned int i0, unsigned int i, unsigned int kb,
+		      __m512 vg, __m512 vu, const int M)
+{
+	float *ag = w->acc + (size_t)i * NROW, *au = ag + TB_GU * NROW;
+	const uint8_t *x[MR];
+	__m512 dg[MR], du[MR];
+	int m;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		x[m] = a->act + a->act_rows[i0 + i + m] * a->act_stride +
+		       (size_t)kb * KERN_FP8_BLOCK * 2;
+	mk_dot(w->wg, w->wu, 1, 1, x, M, dg, du);
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		_mm512_store_ps(ag + m * NROW, _mm512_fmadd_ps(dg[m], vg,
+				_mm512_load_ps(ag + m * NROW)));
+		_mm512_store_ps(au + m * NROW, _mm512_fmadd_ps(du[m], vu,
+				_mm512_load_ps(au + m * NROW)));
+	}
+}
+
+/* Row block @nb, tokens i0 .. + n (<= TB_GU), each block widened once. */
+static void gu_wide(const struct kern_gate_up_args *a, const struct wide *w,
+		    unsigned int nb, unsigned int i0, unsigned int n)
+{
+	const bool chan = a->group == KERN_FP8_CHANNEL;
+	const float *sg = a->gate->scales + kern_fp8_scale_idx(a->group, a->K,
+							       nb * NROW, 0);
+	const float *su = a->up->scales + (sg - a->gate->scales);
+	float *ag = w->acc, *au = w->acc + TB_GU * NROW;
+	unsigned int kb, i, mr;
+
+	memset(w->acc, 0, 2 * sizeof(float) * TB_GU * NROW);
+	for (kb = 0; kb < a->K / KERN_FP8_BLOCK; kb++) {
+		size_t off = kern_tile_off(kern_tile_rbm(a->K, KERN_TILE_K_FP8,
+							 nb, kb * BT));
+		__m512 vg = chan ? _mm512_loadu_ps(sg) :
+				   _mm512_set1_ps(sg[kb]);
+		__m512 vu = chan ? _mm512_loadu_ps(su) :
+				   _mm512_set1_ps(su[kb]);
+
+		widen(a->gate->tiles + off, w->wg);
+		widen(a->up->tiles + off, w->wu);
+		for (i = 0; i < n; i += mr) {
+			mr = n - i < MR ? n - i : MR;
+			DISPATCH_M(gu_wide_block, mr, a, w, i0, i, kb, vg, vu);
+		}
+	}
+	for (i = 0; i < n; i++)
+		_mm512_storeu_ps(a->out + (i0 + i) * a->out_stride +
+				 nb * NROW - a->n0,
+				 vf_glu(a->glu, nb * NROW,
+					_mm512_load_ps(ag + i * NROW),
+					_mm512_load_ps(au + i * NROW)));
+}
+
 /* Row blocks outer, token blocks inner: a block's tiles stay in L2. */
 void kern_gate_up_fp8_avx512(const struct kern_gate_up_args *a)
 {
+	const struct wide w = wide_of(a->scratch);
 	unsigned int nb, i0, mr;
 
-	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++)
-		for (i0 = 0; i0 < a->m; i0 += mr) {
-			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(gu_block, mr, a, nb, i0);
+	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++) {
+		if (a->m > MR) {
+			for (i0 = 0; i0 < a->m; i0 += mr) {
+				mr = a->m - i0 < TB_GU ? a->m - i0 : TB_GU;
+				gu_wide(a, &w, nb, i0, mr);
+			}
+			continue;
 		}
+		DISPATCH_M(gu_block, a->m, a, nb, 0);
+	}
 }
 
 /* ---- down -----------------------------------------------------------------
@@ -197,8 +327,8 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 			 * when the block is reused by several passes */
 			if (a->m > MR && nb + 1 < ns1 / NROW &&
 			    (chan || ((nb + 1) * NROW) % KERN_FP8_BLOCK)) {
-				mk_fp8(tw, tw + kern_tile_off(BT), 1, x, M, r,
-				       r2);
+				mk_dot(tw, tw + kern_tile_off(BT), 1, 0, x, M,
+				       r, r2);
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 					_mm512_storeu_ps(pp + m * nsub,
@@ -212,7 +342,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 				nb++;
 				continue;
 			}
-			mk_fp8(tw, NULL, 0, x, M, r, NULL);
+			mk_dot(tw, NULL, 0, 0, x, M, r, NULL);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++)
 				_mm512_storeu_ps(pp + m * nsub,
@@ -233,16 +363,90 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 	}
 }
 
+/*
+ * Tokens i0 + i .. + M of the widened block (chunk @c, rows nb * NROW ..)
+ * of down: their sums (part [TB_DN][nsub], row n at n - ns0) += the dots
+ * times @s.
+ */
+AI void down_wide_block(const struct kern_down_args *a, const struct wide *w,
+			unsigned int i0, unsigned int i, unsigned int c,
+			unsigned int ns0, unsigned int nsub, unsigned int nb,
+			__m512 s, const int M)
+{
+	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
+	float *pp = w->acc + (size_t)i * nsub + (nb * NROW - ns0);
+	const uint8_t *x[MR];
+	__m512 r[MR];
+	int m;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		x[m] = a->act + (i0 + i + m) * a->act_stride +
+		       (c - a->k0 / a->kc) * crow;
+	mk_dot(w->wg, NULL, 0, 1, x, M, r, NULL);
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		_mm512_storeu_ps(pp + m * nsub, _mm512_fmadd_ps(r[m], s,
+				 _mm512_loadu_ps(pp + m * nsub)));
+}
+
+/* Rows ns0 .. ns1 (<= DOWN_NSUB_W), tokens i0 .. + n (<= TB_DN). */
+static void down_wide(const struct kern_down_args *a, const struct wide *w,
+		      unsigned int i0, unsigned int n, unsigned int ns0,
+		      unsigned int ns1)
+{
+	const bool chan = a->group == KERN_FP8_CHANNEL;
+	const unsigned int nsub = ns1 - ns0;
+	unsigned int c, nb, i, mr;
+
+	memset(w->acc, 0, sizeof(float) * n * nsub);
+	for (c = a->k0 / a->kc; c < a->k1 / a->kc; c++)
+		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
+			const float *sp = a->down->scales + kern_fp8_scale_idx(
+				a->group, a->K, nb * NROW, c * a->kc);
+			__m512 s = chan ? _mm512_loadu_ps(sp) :
+					  _mm512_set1_ps(*sp);
+
+			widen(a->down->tiles + kern_tile_off(kern_tile_kcm(
+				a->N, a->kc, KERN_TILE_K_FP8, nb, c * BT)),
+			      w->wg);
+			for (i = 0; i < n; i += mr) {
+				mr = n - i < MR ? n - i : MR;
+				DISPATCH_M(down_wide_block, mr, a, w, i0, i, c,
+					   ns0, nsub, nb, s);
+			}
+		}
+	for (i = 0; i < n; i++) {
+		float *y = a->y + a->y_rows[i0 + i] * a->y_stride;
+		__m512 wt = _mm512_set1_ps(a->w[i0 + i]);
+		unsigned int r;
+
+		for (r = ns0; r < ns1; r += NROW)
+			_mm512_storeu_ps(y + r, _mm512_fmadd_ps(wt,
+				_mm512_loadu_ps(w->acc + i * nsub + r - ns0),
+				_mm512_loadu_ps(y + r)));
+	}
+}
+
 void kern_down_fp8_avx512(const struct kern_down_args *a)
 {
+	const struct wide w = wide_of(a->scratch);
 	float *part = a->scratch;
 	unsigned int i0, mr, ns0, ns1;
 
+	if (a->m > MR) {
+		for (ns0 = a->n0; ns0 < a->n1; ns0 = ns1) {
+			ns1 = a->n1 - ns0 < DOWN_NSUB_W ? a->n1 :
+			      ns0 + DOWN_NSUB_W;
+			for (i0 = 0; i0 < a->m; i0 += mr) {
+				mr = a->m - i0 < TB_DN ? a->m - i0 : TB_DN;
+				down_wide(a, &w, i0, mr, ns0, ns1);
+			}
+		}
+		return;
+	}
 	for (ns0 = a->n0; ns0 < a->n1; ns0 = ns1) {
 		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
-		for (i0 = 0; i0 < a->m; i0 += mr) {
-			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(down_block, mr, a, i0, ns0, ns1, part);
-		}
+		DISPATCH_M(down_block, a->m, a, 0, ns0, ns1, part);
 	}
 }

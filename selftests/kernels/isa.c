@@ -306,6 +306,107 @@ TEST_F(isa, vs_scalar)
 	check_isa(_metadata, variant->isa);
 }
 
+/*
+ * gate+up and down of @m tokens in one call of @qo, bitwise against the
+ * same tokens in calls of at most 8: FP8 on AVX-512 widens each block once
+ * for a call of more than 8 tokens and in registers per 8 otherwise, and
+ * the result must not depend on which (moe-fp8-avx512.c).
+ */
+static void split_same_bits(struct kt_test_meta *_metadata,
+			    const struct kern_quant_ops *qo,
+			    const struct blob *b, unsigned int m)
+{
+	unsigned int H = b->l.hidden, I = b->l.inter, kc = b->l.kc;
+	size_t rb = qo->act_row_bytes(H, b->l.group);
+	size_t crb = qo->act_row_bytes(kc, b->l.group), drb = crb * (I / kc);
+	struct tu_rng r = { 40 + m };
+	float *x = malloc((size_t)m * H * 4), *av = malloc((size_t)m * I * 4);
+	float *out[2], *y[2], *w = malloc(m * 4);
+	uint8_t *act = aligned_alloc(64, rb * m);
+	uint8_t *dact = aligned_alloc(64, drb * m);
+	void *scratch = scratch_for(qo, &b->l, m);
+	uint32_t *rows = malloc(m * 4);
+	unsigned int i, c, v, i0, n;
+
+	tu_fill_normal(&r, x, (size_t)m * H, 1.0);
+	tu_fill_normal(&r, av, (size_t)m * I, 0.05);
+	for (i = 0; i < m; i++) {
+		rows[i] = i;
+		w[i] = (float)(0.1 + tu_unif(&r));
+	}
+	qo->act_prepare(x, (size_t)H * 4, KT_DTYPE_F32, m, H, b->l.group, act,
+			rb);
+	for (i = 0; i < m; i++)
+		for (c = 0; c < I / kc; c++)
+			qo->act_prepare(av + (size_t)i * I + c * kc, 0,
+					KT_DTYPE_F32, 1, kc, b->l.group,
+					dact + i * drb + c * crb, crb);
+	for (v = 0; v < 2; v++) {
+		out[v] = calloc((size_t)m * I, 4);
+		y[v] = calloc((size_t)m * H, 4);
+		for (i0 = 0; i0 < m; i0 += n) {
+			n = v == 0 ? m : (m - i0 < 8 ? m - i0 : 8);
+			struct kern_gate_up_args g = {
+				.gate = &b->mat[0], .up = &b->mat[1], .N = I,
+				.K = H, .group = b->l.group, .n0 = 0, .n1 = I,
+				.act = act, .act_stride = rb,
+				.act_rows = rows + i0, .m = n,
+				.out = out[v] + (size_t)i0 * I, .out_stride = I,
+				.scratch = scratch,
+			};
+			struct kern_down_args d = {
+				.down = &b->mat[2], .N = H, .K = I, .kc = kc,
+				.group = b->l.group, .n0 = 0, .n1 = H,
+				.k0 = 0, .k1 = I, .act = dact + i0 * drb,
+				.act_stride = drb, .m = n, .y_rows = rows + i0,
+				.w = w + i0, .y = y[v], .y_stride = H,
+				.scratch = scratch,
+			};
+
+			qo->gate_up(&g);
+			qo->down(&d);
+		}
+	}
+	EXPECT_EQ(memcmp(out[0], out[1], (size_t)m * I * 4), 0);
+	EXPECT_EQ(memcmp(y[0], y[1], (size_t)m * H * 4), 0);
+	for (v = 0; v < 2; v++) {
+		free(out[v]);
+		free(y[v]);
+	}
+	free(x);
+	free(av);
+	free(w);
+	free(act);
+	free(dact);
+	free(scratch);
+	free(rows);
+}
+
+TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
+{
+	static const unsigned int ms[] = { 9, 37, 70, KERN_MAX_M };
+	const struct kern_ops *ops = kern_ops_get(KT_ISA_AVX512);
+	struct blob b, bc;
+	unsigned int i;
+
+	if (!ops || !core_isa_runs(KT_ISA_AVX512, core_cpu_flags()))
+		SKIP(return, "this CPU cannot run avx512");
+	/* H = 1152: down's rows span three passes of 512 */
+	ASSERT_EQ(blob_make(&b, KT_QUANT_FP8, 1152, 384, 0, 31), 0);
+	ASSERT_EQ(blob_make(&bc, KT_QUANT_FP8, 256, 384, KT_GROUP_CHANNEL,
+			    32), 0);
+	for (i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+		split_same_bits(_metadata,
+				kern_quant_ops_get(ops, KT_QUANT_FP8), &b,
+				ms[i]);
+		split_same_bits(_metadata,
+				kern_quant_ops_get(ops, KT_QUANT_FP8), &bc,
+				ms[i]);
+	}
+	free(b.p);
+	free(bc.p);
+}
+
 /* The scalar table checked by the same code: the harness itself works. */
 TEST(scalar_self)
 {
