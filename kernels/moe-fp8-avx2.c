@@ -15,6 +15,7 @@
 #include "kernels/fp8.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
+#include "kernels/dispatch-m.h"
 
 /* Tokens per register block: 4 tokens x 2 row halves of accumulators. */
 #define MR		4
@@ -164,16 +165,6 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 						g[m][s], u[m][s]));
 }
 
-#define DISPATCH_M(fn, mr, ...)						\
-	do {								\
-		switch (mr) {						\
-		case 1: fn(__VA_ARGS__, 1); break;			\
-		case 2: fn(__VA_ARGS__, 2); break;			\
-		case 3: fn(__VA_ARGS__, 3); break;			\
-		default: fn(__VA_ARGS__, 4); break;			\
-		}							\
-	} while (0)
-
 void kern_gate_up_fp8_avx2(const struct kern_gate_up_args *a)
 {
 	unsigned int nb, i0, mr;
@@ -181,7 +172,7 @@ void kern_gate_up_fp8_avx2(const struct kern_gate_up_args *a)
 	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++)
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(gu_block, mr, a, nb, i0);
+			KERN_DISPATCH_M(gu_block, mr, a, nb, i0);
 		}
 }
 
@@ -247,7 +238,7 @@ void kern_down_fp8_avx2(const struct kern_down_args *a)
 		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(down_block, mr, a, i0, ns0, ns1, part);
+			KERN_DISPATCH_M(down_block, mr, a, i0, ns0, ns1, part);
 		}
 	}
 }

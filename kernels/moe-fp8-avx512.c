@@ -17,6 +17,7 @@
 #include "kernels/fp8.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
+#include "kernels/dispatch-m.h"
 #include "kernels/fp8-zmm.h"
 
 /* Tokens held in registers at once. */
@@ -193,20 +194,6 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 				 vf_glu(a->glu, nb * NROW, g[m], u[m]));
 }
 
-#define DISPATCH_M(fn, mr, ...)						\
-	do {								\
-		switch (mr) {						\
-		case 1: fn(__VA_ARGS__, 1); break;			\
-		case 2: fn(__VA_ARGS__, 2); break;			\
-		case 3: fn(__VA_ARGS__, 3); break;			\
-		case 4: fn(__VA_ARGS__, 4); break;			\
-		case 5: fn(__VA_ARGS__, 5); break;			\
-		case 6: fn(__VA_ARGS__, 6); break;			\
-		case 7: fn(__VA_ARGS__, 7); break;			\
-		default: fn(__VA_ARGS__, 8); break;			\
-		}							\
-	} while (0)
-
 /*
  * Tokens i0 + i .. + M of scale block @kb of the widened gate and up: their
  * sums (w->acc: gate [TB_GU][NROW], then up) += the dots times vg / vu.
@@ -258,7 +245,7 @@ static void gu_wide(const struct kern_gate_up_args *a, const struct wide *w,
 		widen(a->up->tiles + off, w->wu);
 		for (i = 0; i < n; i += mr) {
 			mr = n - i < MR ? n - i : MR;
-			DISPATCH_M(gu_wide_block, mr, a, w, i0, i, kb, vg, vu);
+			KERN_DISPATCH_M(gu_wide_block, mr, a, w, i0, i, kb, vg, vu);
 		}
 	}
 	for (i = 0; i < n; i++)
@@ -283,7 +270,7 @@ void kern_gate_up_fp8_avx512(const struct kern_gate_up_args *a)
 			}
 			continue;
 		}
-		DISPATCH_M(gu_block, a->m, a, nb, 0);
+		KERN_DISPATCH_M(gu_block, a->m, a, nb, 0);
 	}
 }
 
@@ -412,7 +399,7 @@ static void down_wide(const struct kern_down_args *a, const struct wide *w,
 			      w->wg);
 			for (i = 0; i < n; i += mr) {
 				mr = n - i < MR ? n - i : MR;
-				DISPATCH_M(down_wide_block, mr, a, w, i0, i, c,
+				KERN_DISPATCH_M(down_wide_block, mr, a, w, i0, i, c,
 					   ns0, nsub, nb, s);
 			}
 		}
@@ -447,6 +434,6 @@ void kern_down_fp8_avx512(const struct kern_down_args *a)
 	}
 	for (ns0 = a->n0; ns0 < a->n1; ns0 = ns1) {
 		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
-		DISPATCH_M(down_block, a->m, a, 0, ns0, ns1, part);
+		KERN_DISPATCH_M(down_block, a->m, a, 0, ns0, ns1, part);
 	}
 }

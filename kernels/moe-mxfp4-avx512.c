@@ -14,6 +14,7 @@
 #include "kernels/mxfp4.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
+#include "kernels/dispatch-m.h"
 #include "kernels/mxfp4-zmm.h"
 
 /* Tokens held in registers at once: 4 MR accumulators fit in 32 zmm. */
@@ -143,18 +144,6 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 				 vf_glu(a->glu, nb * NROW, g[m], u[m]));
 }
 
-#define DISPATCH_M(fn, mr, ...)						\
-	do {								\
-		switch (mr) {						\
-		case 1: fn(__VA_ARGS__, 1); break;			\
-		case 2: fn(__VA_ARGS__, 2); break;			\
-		case 3: fn(__VA_ARGS__, 3); break;			\
-		case 4: fn(__VA_ARGS__, 4); break;			\
-		case 5: fn(__VA_ARGS__, 5); break;			\
-		default: fn(__VA_ARGS__, 6); break;			\
-		}							\
-	} while (0)
-
 /* Row blocks outer, token blocks inner: a block's tiles stay in L1/L2. */
 void kern_gate_up_mxfp4_avx512(const struct kern_gate_up_args *a)
 {
@@ -163,7 +152,7 @@ void kern_gate_up_mxfp4_avx512(const struct kern_gate_up_args *a)
 	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++)
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(gu_block, mr, a, nb, i0);
+			KERN_DISPATCH_M(gu_block, mr, a, nb, i0);
 		}
 }
 
@@ -252,7 +241,7 @@ void kern_down_mxfp4_avx512(const struct kern_down_args *a)
 		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(down_block, mr, a, i0, ns0, ns1, part);
+			KERN_DISPATCH_M(down_block, mr, a, i0, ns0, ns1, part);
 		}
 	}
 }

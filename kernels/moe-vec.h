@@ -9,6 +9,7 @@
 #define KT_KERNELS_MOE_VEC_H
 
 #include "kernels/kern.h"
+#include "kernels/dispatch-m.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
 

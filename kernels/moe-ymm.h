@@ -429,16 +429,6 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 	}
 }
 
-#define DISPATCH_M(fn, mr, ...)						\
-	do {								\
-		switch (mr) {						\
-		case 1: fn(__VA_ARGS__, 1); break;			\
-		case 2: fn(__VA_ARGS__, 2); break;			\
-		case 3: fn(__VA_ARGS__, 3); break;			\
-		default: fn(__VA_ARGS__, 4); break;			\
-		}							\
-	} while (0)
-
 /* Register blocks: INT4 on AVX2 holds 5 registers per token, others 2-4. */
 static unsigned int mr_of(enum kt_quant q)
 {
@@ -454,7 +444,7 @@ static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++)
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < lim ? a->m - i0 : lim;
-			DISPATCH_M(gu_block, mr, a, q, nb, i0);
+			KERN_DISPATCH_M(gu_block, mr, a, q, nb, i0);
 		}
 }
 
@@ -532,7 +522,7 @@ static void down(const struct kern_down_args *a, enum kt_quant q)
 		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < lim ? a->m - i0 : lim;
-			DISPATCH_M(down_block, mr, a, q, i0, ns0, ns1, part);
+			KERN_DISPATCH_M(down_block, mr, a, q, i0, ns0, ns1, part);
 		}
 	}
 }

@@ -486,20 +486,6 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 	}
 }
 
-#define DISPATCH_M(fn, mr, ...)						\
-	do {								\
-		switch (mr) {						\
-		case 1: fn(__VA_ARGS__, 1); break;			\
-		case 2: fn(__VA_ARGS__, 2); break;			\
-		case 3: fn(__VA_ARGS__, 3); break;			\
-		case 4: fn(__VA_ARGS__, 4); break;			\
-		case 5: fn(__VA_ARGS__, 5); break;			\
-		case 6: fn(__VA_ARGS__, 6); break;			\
-		case 7: fn(__VA_ARGS__, 7); break;			\
-		default: fn(__VA_ARGS__, 8); break;			\
-		}							\
-	} while (0)
-
 /*
  * Row blocks outer, token blocks inner: a block's gate and up tiles
  * (2 x 16 x K bytes) stay in L2 while every token block passes over them.
@@ -511,7 +497,7 @@ static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++)
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(gu_block, mr, a, q, nb, i0, passes);
+			KERN_DISPATCH_M(gu_block, mr, a, q, nb, i0, passes);
 		}
 }
 
@@ -642,7 +628,7 @@ static void down(const struct kern_down_args *a, enum kt_quant q)
 		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			DISPATCH_M(down_block, mr, a, q, i0, ns0, ns1, part,
+			KERN_DISPATCH_M(down_block, mr, a, q, i0, ns0, ns1, part,
 				   passes);
 		}
 	}
