@@ -460,6 +460,7 @@ static int run_model(const struct bc_cfg *c)
 	float *x = NULL, *y = NULL, *w = NULL;
 	int32_t *ids = NULL;
 	uint64_t model_bytes;
+	char routing[32];
 	uint32_t tmax = 0, k;
 	unsigned int i;
 	int ret;
@@ -515,12 +516,14 @@ static int run_model(const struct bc_cfg *c)
 	}
 	for (i = 0; i < tmax * mi.hidden; i++)
 		x[i] = (float)((int)(rng(&r.s) % 2001) - 1000) / 1000.0f;
-	printf("model %s: %u layers x %u experts, %.2f GiB; load %s, budget %.2f GiB (%.0f%%), routing %s%.*f, top-%u, prefetch %u, policy %s, half-life %u ops\n",
+	if (c->zipf)
+		snprintf(routing, sizeof(routing), "zipf:%.2f", c->zipf);
+	else
+		snprintf(routing, sizeof(routing), "uniform");
+	printf("model %s: %u layers x %u experts, %.2f GiB; load %s, budget %.2f GiB (%.0f%%), routing %s, top-%u, prefetch %u, policy %s, half-life %u ops\n",
 	       c->model, mi.n_layers, mi.n_experts, model_bytes / 1073741824.0,
 	       c->mmap ? "mmap" : "cache", mi.resident_bytes / 1073741824.0,
-	       100.0 * mi.resident_bytes / model_bytes,
-	       c->zipf ? "zipf:" : "uniform", c->zipf ? 2 : 0,
-	       c->zipf ? c->zipf : 0.0, k,
+	       100.0 * mi.resident_bytes / model_bytes, routing, k,
 	       c->prefetch, c->lru ? "lru" : "lfu",
 	       c->halflife ? c->halflife : 64 * mi.n_layers);
 	for (i = 0; i < c->n_tokens; i++) {
