@@ -864,6 +864,9 @@ int core_cache_create(struct kt_ctx *ctx, struct kt_model *m,
 	uint64_t backlog;
 	int ret = -ENOMEM;
 
+	/* one slot layout serves every layer: a .ktw's one down type */
+	if (m->layer_down_quant)
+		return -EOPNOTSUPP;
 	if (d->budget < min) {
 		/* the caller records it for kt_last_error() */
 		core_log(ctx, KT_LOG_DEBUG,

@@ -4,15 +4,24 @@
  * goes to (most of its bytes wins). Pure arithmetic, so the tests run it
  * for any topology and page size.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ktcore/mem.h"
 
-struct plan {
+/* One group of blobs: its layout and spans, sorted and clipped. */
+struct group {
 	const struct core_mem_layout *lay;
-	struct core_mem_span sp[CORE_MEM_MAX_SPANS];	/* sorted, clipped */
+	uint64_t end;		/* start + count * stride, saturated */
+	struct core_mem_span sp[CORE_MEM_MAX_SPANS];
 	unsigned int n;
+};
+
+struct plan {
+	struct group *g;
+	unsigned int n_g;
+	unsigned int cur;	/* the group same_until() last looked at */
 	/* the run being built */
 	uint64_t off, len;
 	unsigned int node;
@@ -49,11 +58,18 @@ static uint64_t span_below(const struct core_mem_layout *lay,
 static unsigned int owner_of(const struct plan *p, uint64_t a, uint64_t b)
 {
 	uint64_t bytes[KT_MAX_NODES] = { 0 }, best = 0;
-	unsigned int i, owner = 0;
+	unsigned int i, k, owner = 0;
 
-	for (i = 0; i < p->n; i++)
-		bytes[p->sp[i].node_idx] += span_below(p->lay, &p->sp[i], b) -
-					    span_below(p->lay, &p->sp[i], a);
+	for (k = 0; k < p->n_g; k++) {
+		const struct group *g = &p->g[k];
+
+		if (b <= g->lay->start || a >= g->end)
+			continue;
+		for (i = 0; i < g->n; i++)
+			bytes[g->sp[i].node_idx] +=
+				span_below(g->lay, &g->sp[i], b) -
+				span_below(g->lay, &g->sp[i], a);
+	}
 	for (i = 0; i < KT_MAX_NODES; i++)
 		if (bytes[i] > best) {
 			best = bytes[i];
@@ -62,24 +78,32 @@ static unsigned int owner_of(const struct plan *p, uint64_t a, uint64_t b)
 	return owner;
 }
 
-/* End of the span copy or gap that holds byte @x: one owner up to it. */
-static uint64_t same_until(const struct plan *p, uint64_t x)
+/*
+ * End of the span copy or gap that holds byte @x: one owner up to it. @x
+ * only grows from call to call, so the group it is in moves forward.
+ */
+static uint64_t same_until(struct plan *p, uint64_t x)
 {
-	const struct core_mem_layout *lay = p->lay;
+	const struct group *g;
+	const struct core_mem_layout *lay;
 	uint64_t base, r;
 	unsigned int i;
 
+	while (p->cur < p->n_g && x >= p->g[p->cur].end)
+		p->cur++;
+	if (p->cur == p->n_g)
+		return UINT64_MAX;
+	g = &p->g[p->cur];
+	lay = g->lay;
 	if (x < lay->start)
 		return lay->start;
-	if ((x - lay->start) / lay->stride >= lay->count)
-		return UINT64_MAX;
 	r = (x - lay->start) % lay->stride;
 	base = x - r;
-	for (i = 0; i < p->n; i++) {
-		if (r < p->sp[i].off)
-			return base + p->sp[i].off;
-		if (r < p->sp[i].off + p->sp[i].len)
-			return base + p->sp[i].off + p->sp[i].len;
+	for (i = 0; i < g->n; i++) {
+		if (r < g->sp[i].off)
+			return base + g->sp[i].off;
+		if (r < g->sp[i].off + g->sp[i].len)
+			return base + g->sp[i].off + g->sp[i].len;
 	}
 	return base + lay->stride;
 }
@@ -98,43 +122,58 @@ static void run_add(struct plan *p, uint64_t off, uint64_t end,
 	p->node = node;
 }
 
-void core_mem_plan(const struct core_mem_layout *lay, uint64_t region_len,
-		   uint64_t page, core_mem_run_fn fn, void *arg)
+/* Group @lay's spans into @g; false: it places nothing. */
+static bool group_init(struct group *g, const struct core_mem_layout *lay)
 {
-	struct core_mem_layout none = { 0 };
-	struct plan *p = calloc(1, sizeof(*p));
-	uint64_t pos = 0, end;
 	unsigned int i;
 
-	if (!page)
-		page = 4096;
-	end = (region_len + page - 1) / page * page;
-	if (!p) {
-		/* no room to plan: one run, still every page exactly once */
-		if (end)
-			fn(arg, 0, end, 0);
-		return;
-	}
-	if (!lay || !lay->stride || !lay->count)
-		lay = &none;
-	p->lay = lay;
-	p->fn = fn;
-	p->arg = arg;
-	for (i = 0; lay->stride && i < lay->n_spans &&
-		    p->n < CORE_MEM_MAX_SPANS; i++) {
+	if (!lay->stride || !lay->count)
+		return false;
+	g->lay = lay;
+	g->end = lay->count > (UINT64_MAX - lay->start) / lay->stride ?
+		 UINT64_MAX : lay->start + lay->count * lay->stride;
+	g->n = 0;
+	for (i = 0; i < lay->n_spans && g->n < CORE_MEM_MAX_SPANS; i++) {
 		struct core_mem_span s = lay->spans[i];
 
 		if (s.off >= lay->stride || !s.len || s.node_idx >= KT_MAX_NODES)
 			continue;
 		if (s.len > lay->stride - s.off)
 			s.len = lay->stride - s.off;
-		p->sp[p->n++] = s;
+		g->sp[g->n++] = s;
 	}
-	qsort(p->sp, p->n, sizeof(p->sp[0]), cmp_span);
-	if (!p->n)
-		lay = p->lay = &none;
+	qsort(g->sp, g->n, sizeof(g->sp[0]), cmp_span);
+	return g->n > 0;
+}
+
+void core_mem_plan(const struct core_mem_layout *lay, uint64_t region_len,
+		   uint64_t page, core_mem_run_fn fn, void *arg)
+{
+	const struct core_mem_layout *l;
+	struct plan *p = calloc(1, sizeof(*p));
+	uint64_t pos = 0, end;
+	unsigned int n = 0;
+
+	if (!page)
+		page = 4096;
+	end = (region_len + page - 1) / page * page;
+	for (l = lay; l; l = l->next)
+		n++;
+	if (p && n)
+		p->g = calloc(n, sizeof(*p->g));
+	if (!p || (n && !p->g)) {
+		/* no room to plan: one run, still every page exactly once */
+		free(p);
+		if (end)
+			fn(arg, 0, end, 0);
+		return;
+	}
+	p->fn = fn;
+	p->arg = arg;
+	for (l = lay; l; l = l->next)
+		p->n_g += group_init(&p->g[p->n_g], l);
 	while (pos < end) {
-		uint64_t u = lay == &none ? UINT64_MAX : same_until(p, pos);
+		uint64_t u = same_until(p, pos);
 		uint64_t next = pos + page;
 
 		/* a page inside one span copy or gap: so are the next ones
@@ -149,5 +188,6 @@ void core_mem_plan(const struct core_mem_layout *lay, uint64_t region_len,
 	}
 	if (p->len)
 		fn(arg, p->off, p->len, p->node);
+	free(p->g);
 	free(p);
 }

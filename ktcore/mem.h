@@ -54,6 +54,12 @@ struct core_mem_layout {
 	uint64_t start;
 	uint64_t stride;
 	uint64_t count;
+	/*
+	 * The region's next group of blobs, of other spans (a GGUF model
+	 * whose down type varies by layer), at or after this group's end
+	 * (start + count * stride); groups in address order. NULL: none.
+	 */
+	const struct core_mem_layout *next;
 };
 
 #define CORE_MEM_MAX_SPANS	(KT_MAX_NODES * 8)

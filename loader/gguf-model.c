@@ -23,6 +23,7 @@
 #include "loader/error.h"
 #include "loader/gguf.h"
 #include "loader/gguf-model.h"
+#include "loader/mask.h"
 #include "loader/placement.h"
 
 #define BLOB_ALIGN	4096ul
@@ -755,9 +756,12 @@ err:
 	return ret;
 }
 
-static bool masked(const uint64_t *mask, uint32_t e)
+/* left out by kt_model_opts' expert_mask or layer_masks */
+static bool masked(const struct ldr_gguf_src *p, const struct kt_model_opts *o,
+		   uint32_t layer, uint32_t e)
 {
-	return mask && (mask[e / 64] >> (e % 64) & 1);
+	return ldr_masked(o->expert_mask, o->layer_masks, (uint32_t)p->E,
+			  layer, e);
 }
 
 static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
@@ -766,7 +770,8 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	const struct kern_pack_layout *l = &p->lay;
 	struct kt_model *m = &gm->m;
 	struct ldr_placement place;
-	const uint64_t *mask = o->expert_mask;
+	struct ldr_placement_set places = { 0 };
+	const struct core_mem_layout *lay;
 	size_t stride, n_blobs = 0, b = 0;
 	uint32_t layer, e;
 	int ret;
@@ -812,18 +817,36 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 			return -ENOMEM;
 	}
 	memcpy(m->layer_ids, p->layer_ids, p->n_layers * sizeof(int32_t));
-	for (e = 0; e < p->E; e++)
-		n_blobs += !masked(mask, (uint32_t)e);
-	n_blobs *= p->n_layers;
+	for (layer = 0; layer < p->n_layers; layer++)
+		for (e = 0; e < p->E; e++)
+			n_blobs += !masked(p, o, layer, e);
 	stride = (m->expert_bytes + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
-	/* pages placed by layer 0's layout: where down's type varies, the
-	 * other layers' down parts sit a little off (placement only) */
-	ldr_placement_init(&place, l, core_ctx_nodes(ctx), 0, n_blobs,
-			   stride);
+	/* each layer's pages by its own layout where down's type varies:
+	 * its down slices (and scales) sit elsewhere in the blob */
+	if (p->lays) {
+		uint64_t *per = calloc(p->n_layers, sizeof(*per));
+
+		if (!per)
+			return -ENOMEM;
+		for (layer = 0; layer < p->n_layers; layer++)
+			for (e = 0; e < p->E; e++)
+				per[layer] += !masked(p, o, layer, e);
+		ret = ldr_placement_layers(&places, p->lays, p->n_layers,
+					   core_ctx_nodes(ctx), per, stride);
+		free(per);
+		if (ret)
+			return ret;
+		lay = &places.groups[0].lay;
+	} else {
+		ldr_placement_init(&place, l, core_ctx_nodes(ctx), 0, n_blobs,
+				   stride);
+		lay = &place.lay;
+	}
 	ret = core_mem_alloc_spread(ctx, n_blobs * stride,
 				    o->flags & KT_MODEL_F_NO_HUGEPAGE ?
 				    CORE_MEM_F_SMALL : CORE_MEM_F_1G,
-				    &place.lay, &gm->mem);
+				    lay, &gm->mem);
+	ldr_placement_set_free(&places);
 	if (ret)
 		return ldr_err(ret, "%s: not enough memory for %.1f MiB of experts",
 			       p->g->path, n_blobs * stride / 1048576.0);
@@ -834,7 +857,7 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 				ldr_gguf_src_lay(p, layer);
 			uint8_t *blob;
 
-			if (masked(mask, e))
+			if (masked(p, o, layer, e))
 				continue;
 			blob = gm->mem.base + b++ * stride;
 			ret = ldr_gguf_src_pack(p, layer, e, blob);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * model.c - what every model has, however it was built (kt_model_create,
- * kt_model_open): destroy, geometry, layer lookup.
+ * kt_model_open): destroy, geometry, layer lookup, down's type by layer.
  */
 #include <errno.h>
 #include <string.h>
@@ -50,4 +50,12 @@ KT_EXPORT int kt_model_layer_index(const struct kt_model *m, int32_t layer_id)
 		if (m->layer_ids[i] == layer_id)
 			return (int)i;
 	return -EINVAL;
+}
+
+KT_EXPORT int kt_model_layer_down_quant(const struct kt_model *m,
+					uint32_t layer)
+{
+	if (!m || layer >= m->n_layers)
+		return -EINVAL;
+	return (int)core_model_down_quant(m, layer);
 }

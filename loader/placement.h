@@ -26,4 +26,24 @@ void ldr_placement_init(struct ldr_placement *p,
 			const struct kern_pack_layout *l, unsigned int n_nodes,
 			uint64_t start, uint64_t n_blobs, uint64_t stride);
 
+/* Placements of blob groups with their own layouts, chained (mem.h). */
+struct ldr_placement_set {
+	struct ldr_placement *groups;	/* [n]; groups[0].lay heads the chain */
+	unsigned int n;
+};
+
+/*
+ * ldr_placement_layers() - the layout of a model whose blobs' layout
+ * varies by layer (a GGUF Q4_K_M file: down's type by layer): layer l's
+ * @blobs[l] blobs, of layout @lays[l], after those of the layers before
+ * it, each @stride bytes apart from byte 0. A run of layers of one down
+ * type is one group. ldr_placement_set_free() frees it.
+ * Return: 0 or -ENOMEM.
+ */
+int ldr_placement_layers(struct ldr_placement_set *s,
+			 const struct kern_pack_layout *lays, uint32_t n_layers,
+			 unsigned int n_nodes, const uint64_t *blobs,
+			 uint64_t stride);
+void ldr_placement_set_free(struct ldr_placement_set *s);
+
 #endif /* KT_LOADER_PLACEMENT_H */

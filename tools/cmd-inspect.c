@@ -30,28 +30,95 @@ static void usage(FILE *f)
 
 static bool is_gguf(const char *path);
 
+/*
+ * "q4_k (layers 0, 2-3), q6_k (layers 1, 4)": the checkpoint layers of
+ * each down type, in the order the types first appear; false when every
+ * layer has one type.
+ */
+static bool print_down_by_layer(struct kt_model *m, uint32_t n_layers,
+				const int32_t *ids)
+{
+	uint32_t i, j, n;
+	int q0 = kt_model_layer_down_quant(m, 0), q;
+	bool varies = false, seen;
+
+	for (i = 1; i < n_layers; i++)
+		varies |= kt_model_layer_down_quant(m, i) != q0;
+	if (!varies)
+		return false;
+	printf("down:          ");
+	for (i = 0; i < n_layers; i++) {
+		q = kt_model_layer_down_quant(m, i);
+		for (j = 0, seen = false; j < i && !seen; j++)
+			seen = kt_model_layer_down_quant(m, j) == q;
+		if (seen)
+			continue;
+		for (j = i, n = 0; j < n_layers; j++)
+			n += kt_model_layer_down_quant(m, j) == q;
+		printf("%s%s (layer%s", i ? ", " : "",
+		       kt_quant_name((enum kt_quant)q), n > 1 ? "s" : "");
+		/* runs of consecutive layers of this type: "0, 2-3" */
+		for (j = i, seen = false; j < n_layers; j++) {
+			uint32_t e = j;
+
+			if (kt_model_layer_down_quant(m, j) != q)
+				continue;
+			while (e + 1 < n_layers &&
+			       kt_model_layer_down_quant(m, e + 1) == q &&
+			       ids[e + 1] == ids[e] + 1)
+				e++;
+			printf("%s %d", seen ? "," : "", ids[j]);
+			if (e > j)
+				printf("-%d", ids[e]);
+			seen = true;
+			j = e;
+		}
+		printf(")");
+	}
+	printf("\n");
+	return true;
+}
+
 /* A checkpoint folder or a GGUF file, packed at load: what it becomes. */
 static void describe_packed(const char *path, const struct kt_model_info *mi,
 			    struct kt_model *m, double s)
 {
-	int32_t l, first = -1, last = -1;
+	int32_t l, first = -1, last = -1, *ids;
+	bool varies;
+	int i;
 
-	for (l = 0; l < 1 << 16; l++)
-		if (kt_model_layer_index(m, l) >= 0) {
+	ids = calloc(mi->n_layers ? mi->n_layers : 1, sizeof(*ids));
+	if (!ids)
+		return;
+	for (l = 0; l < 1 << 16; l++) {
+		i = kt_model_layer_index(m, l);
+		if (i >= 0) {
+			ids[i] = l;
 			if (first < 0)
 				first = l;
 			last = l;
 		}
+	}
 	printf("%-15s%s (packed at load, nothing written)\n",
 	       is_gguf(path) ? "gguf:" : "folder:", path);
 	printf("quantization:  %s", kt_quant_name(mi->quant));
 	if (mi->group_size)
 		printf(" (group %u)", mi->group_size);
-	/* a GGUF Q4_K_M file: gate/up one block type, down another */
-	if (mi->down_quant && mi->down_quant != (uint32_t)mi->quant)
+	/* a GGUF Q4_K_M file: gate/up one block type, down another, which
+	 * may vary by layer (llama.cpp's recipes) */
+	varies = false;
+	for (i = 1; i < (int)mi->n_layers; i++)
+		varies |= kt_model_layer_down_quant(m, (uint32_t)i) !=
+			  (int)mi->down_quant;
+	if (varies)
+		printf(", down by layer");
+	else if (mi->down_quant && mi->down_quant != (uint32_t)mi->quant)
 		printf(", down %s",
 		       kt_quant_name((enum kt_quant)mi->down_quant));
-	printf("\nhidden:        %u\n", mi->hidden);
+	printf("\n");
+	print_down_by_layer(m, mi->n_layers, ids);
+	free(ids);
+	printf("hidden:        %u\n", mi->hidden);
 	printf("intermediate:  %u per expert\n", mi->inter);
 	printf("experts:       %u per layer\n", mi->n_experts);
 	printf("expert size:   %llu bytes\n", (unsigned long long)mi->expert_bytes);

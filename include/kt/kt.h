@@ -564,7 +564,9 @@ void kt_model_destroy(struct kt_model *m);
  * @down_quant: quantization of down (enum kt_quant): @quant, or another
  *	GGUF block type for a file that mixes them (Q4_K_M: gate/up Q4_K,
  *	down Q6_K; Documentation/formats.md). Was reserved (0) before kt
- *	filled it.
+ *	filled it. Where down's type varies by layer (llama.cpp's Q4_K_M
+ *	and Q5_K_M recipes), layer 0's: kt_model_layer_down_quant() gives
+ *	each layer's.
  * @act, @act_alpha, @act_limit: the gated activation (enum kt_act) and
  *	its constants, as kt_model_desc has them (0 where unused).
  * @bias: 1 when the experts have biases (GPT-OSS), else 0.
@@ -602,6 +604,20 @@ void kt_model_get_info(const struct kt_model *m, struct kt_model_info *info);
  * Return: the index (0 .. n_layers - 1), or -EINVAL when not a MoE layer.
  */
 int kt_model_layer_index(const struct kt_model *m, int32_t layer_id);
+
+/**
+ * kt_model_layer_down_quant() - the quantization of down in one layer.
+ * @m: model.
+ * @layer: layer index (0 .. n_layers - 1, kt_model_layer_index()).
+ *
+ * A GGUF file written by llama.cpp's Q4_K_M or Q5_K_M recipe gives down
+ * Q6_K in some layers and gate/up's type in the others; every other model
+ * has kt_model_info.down_quant in every layer.
+ * Context: any thread.
+ * Return: the enum kt_quant (> 0), or -EINVAL for a NULL @m or a @layer
+ * out of range.
+ */
+int kt_model_layer_down_quant(const struct kt_model *m, uint32_t layer);
 
 /* ---- the MoE op ----------------------------------------------------------- */
 

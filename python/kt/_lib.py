@@ -190,6 +190,8 @@ kt_model_destroy = _fn("kt_model_destroy", None, c_void_p)
 kt_model_get_info = _fn("kt_model_get_info", None, c_void_p,
                         POINTER(ModelInfo))
 kt_model_layer_index = _fn("kt_model_layer_index", c_int, c_void_p, c_int32)
+kt_model_layer_down_quant = _fn("kt_model_layer_down_quant", c_int, c_void_p,
+                                ctypes.c_uint32)
 kt_moe_forward = _fn("kt_moe_forward", c_int, c_void_p, c_void_p,
                      POINTER(MoeArgs))
 kt_ktw_inspect = _fn("kt_ktw_inspect", c_int, c_char_p, POINTER(KtwInfo),

@@ -84,7 +84,7 @@ TEST(plan_straddling_page_goes_to_most_bytes)
 	static const struct core_mem_span sp[] = {
 		{ 6000, 3000, 2 }, { 0, 100, 1 }, { 100, 5900, 0 },
 	};
-	struct core_mem_layout lay = { sp, 3, 0, 10000, 3 };
+	struct core_mem_layout lay = { sp, 3, 0, 10000, 3, NULL };
 	static struct run_rec r = { .page = 4096 };
 
 	core_mem_plan(&lay, 30000, 4096, rec_run, &r);
@@ -99,7 +99,7 @@ TEST(plan_straddling_page_goes_to_most_bytes)
 		static const struct core_mem_span t[] = {
 			{ 0, 2048, 1 }, { 2048, 2048, 0 },
 		};
-		struct core_mem_layout tl = { t, 2, 0, 4096, 2 };
+		struct core_mem_layout tl = { t, 2, 0, 4096, 2, NULL };
 		static struct run_rec tr = { .page = 4096 };
 
 		core_mem_plan(&tl, 8192, 4096, rec_run, &tr);
@@ -110,7 +110,7 @@ TEST(plan_straddling_page_goes_to_most_bytes)
 	/* a header before the blobs (kt stage): no owner, index 0 */
 	{
 		static const struct core_mem_span h[] = { { 0, 8192, 3 } };
-		struct core_mem_layout hl = { h, 1, 8192, 8192, 2 };
+		struct core_mem_layout hl = { h, 1, 8192, 8192, 2, NULL };
 		static struct run_rec hr = { .page = 4096 };
 
 		core_mem_plan(&hl, 6 * 4096, 4096, rec_run, &hr);
@@ -384,7 +384,7 @@ static void blob_layout(struct core_mem_span *sp, unsigned int nodes,
 	for (j = 0; j < nodes; j++)
 		sp[j] = (struct core_mem_span){ 40960 * j / nodes,
 			40960 * (j + 1) / nodes - 40960 * j / nodes, j };
-	*lay = (struct core_mem_layout){ sp, nodes, 0, 40960, count };
+	*lay = (struct core_mem_layout){ sp, nodes, 0, 40960, count, NULL };
 }
 
 TEST_TIMEOUT(spread_binds_every_page_fake_topologies, 60)

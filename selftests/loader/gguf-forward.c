@@ -18,6 +18,8 @@
 #include <kt/kt.h>
 #include "kt_test.h"
 #include "gguf-write.h"
+#include "kt-bin.h"
+#include "ktcore/core.h"
 
 #define TOL	1e-3
 #define T	7
@@ -111,13 +113,14 @@ static double wget(const struct ref *r, size_t data, int m, uint32_t e,
 	return v;
 }
 
-static void forward_ref(const struct ref *r, size_t data, const float *x,
-			const int32_t *ids, const float *w, double *y)
+static void forward_ref_t(const struct ref *r, size_t data, const float *x,
+			  const int32_t *ids, const float *w, double *y,
+			  unsigned int tokens)
 {
 	float *xq = malloc(r->H * 4), *a = malloc(r->I * 4);
 	unsigned int t, j, n, k;
 
-	for (t = 0; t < T; t++) {
+	for (t = 0; t < tokens; t++) {
 		memcpy(xq, x + (size_t)t * r->H, r->H * 4);
 		act_quant(xq, r->H, r->mode, r->H);
 		for (n = 0; n < r->H; n++)
@@ -149,6 +152,12 @@ static void forward_ref(const struct ref *r, size_t data, const float *x,
 	}
 	free(xq);
 	free(a);
+}
+
+static void forward_ref(const struct ref *r, size_t data, const float *x,
+			const int32_t *ids, const float *w, double *y)
+{
+	forward_ref_t(r, data, x, ids, w, y, T);
 }
 
 /*
@@ -294,6 +303,18 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 	kt_ctx_destroy(ctx);
 }
 
+/* kt's quantization of a GGUF block type that kt keeps as it is */
+static enum kt_quant quant_of_gw(uint32_t type)
+{
+	switch (type) {
+	case GW_Q8_0: return KT_QUANT_Q8_0;
+	case GW_Q4_K: return KT_QUANT_Q4_K;
+	case GW_Q5_K: return KT_QUANT_Q5_K;
+	case GW_Q6_K: return KT_QUANT_Q6_K;
+	default: return (enum kt_quant)0;
+	}
+}
+
 /* every variant (those the CPU lacks are skipped), then the default */
 static const enum kt_isa isas[] = {
 	KT_ISA_SCALAR, KT_ISA_AVX2, KT_ISA_AVX_VNNI, KT_ISA_AVX512,
@@ -375,6 +396,10 @@ static void run_layers(struct kt_test_meta *_metadata, struct gw_cfg c,
 
 			EXPECT_EQ(kt_model_layer_index(m, (int32_t)(c.dense +
 							      li)), (int)li);
+			EXPECT_EQ(kt_model_layer_down_quant(m, li),
+				  (int)(last && c.down_type_last ?
+					quant_of_gw(c.down_type_last) :
+					want_down));
 			ASSERT_EQ(kt_moe_forward(ctx, m, &a), 0);
 			forward_ref(&r, data, x, ids, w, ref);
 			num = den = 0;
@@ -389,6 +414,9 @@ static void run_layers(struct kt_test_meta *_metadata, struct gw_cfg c,
 			EXPECT_LT(num / den, TOL);
 			EXPECT_GT(den, 0);
 		}
+		EXPECT_EQ(kt_model_layer_down_quant(m, c.L - c.dense),
+			  -EINVAL);
+		EXPECT_EQ(kt_model_layer_down_quant(NULL, 0), -EINVAL);
 		tested++;
 		kt_model_destroy(m);
 		kt_ctx_destroy(ctx);
@@ -627,6 +655,287 @@ TEST(qwen3moe_q8_0_padded_biases)
 	c.arch = "qwen3moe";
 	c.type = GW_Q8_0;
 	run_type(_metadata, c, KT_QUANT_Q8_0, ACT_Q8_0);
+}
+
+/* ---- down's type by layer on fake NUMA nodes ------------------------------ */
+
+#define NT	40	/* most tokens of one op below */
+#define NH	256
+#define NI	512	/* four KC chunks: two on each of two nodes */
+
+struct nfile {
+	struct gw_buf b;
+	struct gw_tensor t[16];
+	size_t n, data;
+	char *path;
+};
+
+static int nfile_make(struct nfile *f, const uint32_t *down_types,
+		      uint32_t L)
+{
+	struct gw_cfg c = base;
+
+	c.H = NH;
+	c.I = NI;
+	c.L = L;
+	c.type = GW_Q4_K;
+	c.down_types = down_types;
+	c.seed_per_tensor = 1;
+	gw_build(&c, &f->b, f->t, &f->n, &f->data);
+	f->path = gw_save(&f->b);
+	return f->path ? 0 : -EIO;
+}
+
+static void nfile_free(struct nfile *f)
+{
+	if (f->path)
+		unlink(f->path);
+	free(f->path);
+	free(f->b.p);
+}
+
+/* A context of @nodes fake nodes (1: unsplit) and @isa, or NULL. */
+static struct kt_ctx *nodes_ctx(enum kt_isa isa, unsigned int nodes)
+{
+	struct kt_ctx_opts o = { .sz = sizeof(o), .threads = 2 * nodes,
+				 .flags = KT_CTX_F_NO_PIN, .isa = isa };
+	struct kt_ctx *ctx = NULL;
+	char n[12];
+
+	snprintf(n, sizeof(n), "%u", nodes);
+	if (nodes > 1)
+		setenv("KT_FAKE_NUMA", n, 1);
+	if (kt_ctx_create(&o, &ctx))
+		ctx = NULL;
+	unsetenv("KT_FAKE_NUMA");
+	if (ctx && core_ctx_nodes(ctx) != nodes) {
+		kt_ctx_destroy(ctx);
+		ctx = NULL;
+	}
+	return ctx;
+}
+
+static double rel_mae(const float *y, const double *ref, size_t n)
+{
+	double num = 0, den = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		num += fabs(y[i] - ref[i]);
+		den += fabs(ref[i]);
+	}
+	return den > 0 ? num / den : INFINITY;
+}
+
+/*
+ * Gate/up Q4_K, down @d0 in layer 0 and @d1 in layer 1, on one node and on
+ * two fake nodes, T = 1, 5, 40, every variant: each layer gives the bits
+ * of a file whose down has that layer's type in both layers (the same
+ * tensors otherwise) on the same node count, the f64 reference within
+ * TOL, and two nodes the one node's y up to reassociation (1e-5).
+ */
+static void by_layer_on_nodes(struct kt_test_meta *_metadata, uint32_t d0,
+			      uint32_t d1)
+{
+	static const unsigned int Ts[] = { 1, 5, NT };
+	static double ref[3][2][NT * NH];
+	static float y1[3][2][NT * NH], y[NT * NH], yu[NT * NH];
+	const uint32_t mix[2] = { d0, d1 }, uni[2][2] = { { d0, d0 },
+							  { d1, d1 } };
+	struct nfile f[3];
+	float x[NT * NH], w[NT * K];
+	int32_t ids[NT * K];
+	unsigned int i, ti, li, nodes, runs = 0, split = 0;
+	uint64_t s = 7;
+
+	memset(f, 0, sizeof(f));
+	ASSERT_EQ(nfile_make(&f[0], mix, 2), 0);
+	ASSERT_EQ(nfile_make(&f[1], uni[0], 2), 0);
+	ASSERT_EQ(nfile_make(&f[2], uni[1], 2), 0);
+	for (i = 0; i < NT * NH; i++)
+		x[i] = (float)((double)(gw_rand(&s) % 20001) / 10000.0 - 1.0);
+	for (i = 0; i < NT * K; i++) {
+		ids[i] = (int32_t)((i / K * 3 + i % K) % base.E);
+		w[i] = 0.25f + (float)(gw_rand(&s) % 100) / 100.0f;
+	}
+	for (ti = 0; ti < 3; ti++)
+		for (li = 0; li < 2; li++) {
+			struct ref r = { f[0].b.p, &f[0].t[3 * li], NH, NI,
+					 base.E, GW_Q4_K, mix[li], ACT_Q8_K,
+					 ACT_Q8_K, NULL, 0 };
+
+			forward_ref_t(&r, f[0].data, x, ids, w, ref[ti][li],
+				      Ts[ti]);
+		}
+	for (i = 0; i < sizeof(isas) / sizeof(isas[0]); i++) {
+		for (nodes = 1; nodes <= 2; nodes++) {
+			struct kt_ctx *ctx = nodes_ctx(isas[i], nodes);
+			struct kt_model *m[3];
+			unsigned int j;
+
+			if (!ctx) {
+				TH_LOG("%s on %u nodes: not here",
+				       kt_isa_name(isas[i]), nodes);
+				continue;
+			}
+			for (j = 0; j < 3; j++) {
+				if (kt_model_open(ctx, f[j].path, NULL, &m[j]))
+					TH_LOG("%s", kt_last_error());
+				ASSERT_EQ(kt_model_open(ctx, f[j].path, NULL,
+							&m[j]), 0);
+			}
+			EXPECT_EQ(kt_model_layer_down_quant(m[0], 0),
+				  (int)quant_of_gw(d0));
+			EXPECT_EQ(kt_model_layer_down_quant(m[0], 1),
+				  (int)quant_of_gw(d1));
+			for (ti = 0; ti < 3; ti++)
+				for (li = 0; li < 2; li++) {
+					struct kt_moe_args a = {
+						.x = x, .ids = ids, .w = w,
+						.tokens = Ts[ti], .top_k = K,
+						.layer = li,
+						.x_dtype = KT_DTYPE_F32,
+						.ids_dtype = KT_DTYPE_I32,
+						.y_dtype = KT_DTYPE_F32,
+					};
+					size_t n = (size_t)Ts[ti] * NH;
+					double e, e1 = 0;
+
+					a.y = y;
+					ASSERT_EQ(kt_moe_forward(ctx, m[0], &a),
+						  0);
+					a.y = yu;
+					ASSERT_EQ(kt_moe_forward(ctx,
+								 m[1 + li], &a),
+						  0);
+					EXPECT_EQ(memcmp(y, yu, n * 4), 0);
+					e = rel_mae(y, ref[ti][li], n);
+					EXPECT_LT(e, TOL);
+					if (nodes == 1) {
+						memcpy(y1[ti][li], y, n * 4);
+					} else {
+						double r1[NT * NH];
+						size_t q;
+
+						for (q = 0; q < n; q++)
+							r1[q] = y1[ti][li][q];
+						e1 = rel_mae(y, r1, n);
+						EXPECT_LT(e1, 1e-5);
+					}
+					TH_LOG("%s %u node(s) T %u layer %u down %s: rel. MAE %.2e, vs 1 node %.1e",
+					       kt_isa_name(kt_ctx_isa(ctx)),
+					       nodes, Ts[ti], li,
+					       kt_quant_name(quant_of_gw(
+							mix[li])), e, e1);
+					runs++;
+				}
+			split += nodes == 2;
+			for (j = 0; j < 3; j++)
+				kt_model_destroy(m[j]);
+			kt_ctx_destroy(ctx);
+		}
+	}
+	for (i = 0; i < 3; i++)
+		nfile_free(&f[i]);
+	EXPECT_GT(runs, 0u);
+	if (!split)
+		SKIP(return, "cannot split this machine into 2 fake nodes");
+}
+
+TEST_TIMEOUT(down_q4_k_then_q6_k_on_two_nodes, 300)
+{
+	by_layer_on_nodes(_metadata, GW_Q4_K, GW_Q6_K);
+}
+
+TEST_TIMEOUT(down_q6_k_then_q4_k_on_two_nodes, 300)
+{
+	by_layer_on_nodes(_metadata, GW_Q6_K, GW_Q4_K);
+}
+
+/*
+ * kt_model_opts.layer_masks leaves an expert of one layer out of a GGUF
+ * model (it used to be ignored there): the layer runs as with that expert
+ * in the skip_mask, the other layer as unmasked, fewer bytes resident.
+ */
+TEST(gguf_layer_masks)
+{
+	const uint32_t dt[2] = { GW_Q4_K, GW_Q6_K };
+	uint64_t lm[2] = { 0, 1u << 1 }, skip = 1u << 1;
+	struct kt_model_opts mo = { .sz = sizeof(mo), .layer_masks = lm };
+	static float y[NT * NH], y2[NT * NH];
+	float x[NT * NH], w[NT * K];
+	int32_t ids[NT * K];
+	struct kt_model_info i0, i1;
+	struct kt_model *m, *mm;
+	struct kt_ctx *ctx;
+	struct nfile f;
+	unsigned int i, li;
+	uint64_t s = 3;
+
+	memset(&f, 0, sizeof(f));
+	ASSERT_EQ(nfile_make(&f, dt, 2), 0);
+	for (i = 0; i < NT * NH; i++)
+		x[i] = (float)((double)(gw_rand(&s) % 20001) / 10000.0 - 1.0);
+	for (i = 0; i < NT * K; i++) {
+		ids[i] = (int32_t)((i / K * 3 + i % K) % base.E);
+		w[i] = 0.5f;
+	}
+	ctx = nodes_ctx(KT_ISA_AUTO, 1);
+	ASSERT_NE(ctx, NULL);
+	ASSERT_EQ(kt_model_open(ctx, f.path, NULL, &m), 0);
+	ASSERT_EQ(kt_model_open(ctx, f.path, &mo, &mm), 0);
+	kt_model_get_info(m, &i0);
+	kt_model_get_info(mm, &i1);
+	EXPECT_LT(i1.resident_bytes, i0.resident_bytes);
+	for (li = 0; li < 2; li++) {
+		struct kt_moe_args a = {
+			.x = x, .ids = ids, .w = w, .tokens = NT, .top_k = K,
+			.layer = li, .x_dtype = KT_DTYPE_F32,
+			.ids_dtype = KT_DTYPE_I32, .y_dtype = KT_DTYPE_F32,
+		};
+
+		a.y = y;
+		ASSERT_EQ(kt_moe_forward(ctx, mm, &a), 0);
+		a.y = y2;
+		a.skip_mask = li ? &skip : NULL;
+		ASSERT_EQ(kt_moe_forward(ctx, m, &a), 0);
+		EXPECT_EQ(memcmp(y, y2, sizeof(y)), 0);
+	}
+	kt_model_destroy(mm);
+	kt_model_destroy(m);
+	kt_ctx_destroy(ctx);
+	nfile_free(&f);
+}
+
+/* kt inspect names each layer's down type where they vary */
+TEST(inspect_down_by_layer)
+{
+	const uint32_t dt[5] = { GW_Q4_K, GW_Q6_K, GW_Q4_K, GW_Q4_K,
+				 GW_Q6_K };
+	char bin[PATH_MAX], out[64], text[4096];
+	char *argv[] = { bin, "inspect", NULL, NULL };
+	struct nfile f;
+	size_t n;
+	FILE *o;
+
+	memset(&f, 0, sizeof(f));
+	ASSERT_EQ(nfile_make(&f, dt, 5), 0);
+	argv[2] = f.path;
+	kt_bin(bin, sizeof(bin));
+	snprintf(out, sizeof(out), "/tmp/kt-inspect-%d.txt", (int)getpid());
+	EXPECT_EQ(kt_exec(argv, out), 0);
+	o = fopen(out, "r");
+	ASSERT_TRUE(o != NULL);
+	n = fread(text, 1, sizeof(text) - 1, o);
+	text[n] = '\0';
+	fclose(o);
+	unlink(out);
+	TH_LOG("%s", text);
+	EXPECT_NE(strstr(text, "quantization:  q4_k"), NULL);
+	EXPECT_NE(strstr(text, ", down by layer\n"), NULL);
+	EXPECT_NE(strstr(text, "down:          q4_k (layers 0, 2-3), q6_k (layers 1, 4)\n"),
+		  NULL);
+	nfile_free(&f);
 }
 
 TEST_HARNESS_MAIN

@@ -45,6 +45,11 @@ struct gw_cfg {
 	enum gw_bad bad;
 	int no_ffl;		/* leave out expert_feed_forward_length */
 	int bias;		/* expert biases, F32 in [-2, 2] (gpt-oss) */
+	/* down's type of each MoE layer ([L - dense]; 0 entries: as above) */
+	const uint32_t *down_types;
+	/* each tensor's values from the seed and its index alone: files
+	 * that differ in one tensor's type agree in the others */
+	int seed_per_tensor;
 };
 
 struct gw_buf {
@@ -408,7 +413,10 @@ static inline void gw_build(const struct gw_cfg *c, struct gw_buf *b,
 			t[n].ne[0] = i == 2 ? c->I : c->H;
 			t[n].ne[1] = i == 2 ? c->H : c->I;
 			t[n].ne[2] = c->E;
-			t[n].type = i == 2 && c->down_type_last &&
+			t[n].type = i == 2 && c->down_types &&
+				    c->down_types[l - c->dense] ?
+				    c->down_types[l - c->dense] :
+				    i == 2 && c->down_type_last &&
 				    l == c->L - 1 ? c->down_type_last :
 				    i == 2 && c->down_type ? c->down_type :
 				    c->type;
@@ -544,6 +552,8 @@ static inline void gw_build(const struct gw_cfg *c, struct gw_buf *b,
 		for (j = 0; j < n; j++) {
 			uint64_t ne = t[j].ne[0] * t[j].ne[1] * t[j].ne[2], i2;
 
+			if (c->seed_per_tensor)
+				s = (c->seed | 1) + (j + 1) * 0x9e3779b97f4a7c15ull;
 			gw_fill(z + t[j].off, t[j].type, ne, &s);
 			/* biases of a size that moves the activation */
 			for (i2 = 0; strstr(t[j].name, ".bias") &&
