@@ -23,6 +23,8 @@
 #include "loader/error.h"
 #include "loader/gguf.h"
 #include "loader/gguf-model.h"
+#include "loader/gpu-upload.h"
+#include "loader/mask.h"
 #include "loader/placement.h"
 
 #define BLOB_ALIGN	4096ul
@@ -46,6 +48,7 @@ static void release(struct kt_model *m)
 	struct gguf_model *gm = (struct gguf_model *)m;
 
 	core_mem_free(&gm->mem);
+	ldr_pack_src_free(m->priv);
 	free(m->bias);
 	free(m->layer_down_quant);
 	free(m->experts);
@@ -755,18 +758,12 @@ err:
 	return ret;
 }
 
-static bool masked(const uint64_t *mask, uint32_t e)
-{
-	return mask && (mask[e / 64] >> (e % 64) & 1);
-}
-
 static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 		 const struct kt_model_opts *o, struct gguf_model *gm)
 {
 	const struct kern_pack_layout *l = &p->lay;
 	struct kt_model *m = &gm->m;
 	struct ldr_placement place;
-	const uint64_t *mask = o->expert_mask;
 	size_t stride, n_blobs = 0, b = 0;
 	uint32_t layer, e;
 	int ret;
@@ -812,9 +809,16 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 			return -ENOMEM;
 	}
 	memcpy(m->layer_ids, p->layer_ids, p->n_layers * sizeof(int32_t));
-	for (e = 0; e < p->E; e++)
-		n_blobs += !masked(mask, (uint32_t)e);
-	n_blobs *= p->n_layers;
+	/* before any expert is packed: the GPU may not take them */
+	if (o->flags & KT_MODEL_F_GPU_UPLOAD) {
+		ret = ldr_gpu_upload_check(m, p->g->path);
+		if (ret)
+			return ret;
+	}
+	for (layer = 0; layer < p->n_layers; layer++)
+		for (e = 0; e < p->E; e++)
+			n_blobs += !ldr_masked(o->expert_mask, o->layer_masks,
+					       m->n_experts, layer, e);
 	stride = (m->expert_bytes + BLOB_ALIGN - 1) & ~(BLOB_ALIGN - 1);
 	/* pages placed by layer 0's layout: where down's type varies, the
 	 * other layers' down parts sit a little off (placement only) */
@@ -834,7 +838,8 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 				ldr_gguf_src_lay(p, layer);
 			uint8_t *blob;
 
-			if (masked(mask, e))
+			if (ldr_masked(o->expert_mask, o->layer_masks,
+				       m->n_experts, layer, e))
 				continue;
 			blob = gm->mem.base + b++ * stride;
 			ret = ldr_gguf_src_pack(p, layer, e, blob);
@@ -851,6 +856,12 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 		}
 	}
 	return 0;
+}
+
+/* A masked expert for the GPU upload at open (gpu-upload.h). */
+static int pack_masked(void *arg, uint32_t layer, uint32_t e, uint8_t *dst)
+{
+	return ldr_gguf_src_pack(arg, layer, e, dst);
 }
 
 int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
@@ -875,6 +886,9 @@ int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
 			ldr_err(ret, "%s: no kernels for %s on this context",
 				path, kt_quant_name(gm->m.quant));
 	}
+	if (!ret)
+		ret = ldr_pack_src_attach(&gm->m, path, "GGUF file", o->flags,
+					  pack_masked, p);
 	if (!ret)
 		ret = core_live_add(ctx, &gm->m);	/* ops may name it */
 	if (ret)
