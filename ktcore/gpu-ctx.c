@@ -99,12 +99,59 @@ KT_EXPORT int kt_ctx_gpu_measure(struct kt_ctx *ctx, struct kt_gpu_limits *l)
 	return 0;
 }
 
+/*
+ * Whether the device layout holds @m's experts: 0 with @gl filled, or
+ * -EOPNOTSUPP with *@why saying which kernels are missing (static text).
+ */
+static int model_fits(const struct kt_model *m, struct gpu_layout *gl,
+		      const char **why)
+{
+	if (!core_model_is_plain(m)) {
+		*why = "no kernels for experts with biases, another activation than silu or padded sizes";
+		return -EOPNOTSUPP;
+	}
+	if (m->down_quant != m->quant) {
+		*why = "no kernels for a down type other than gate/up's";
+		return -EOPNOTSUPP;
+	}
+	if (gpu_layout_init(gl, m->quant, m->hidden, m->inter,
+			    m->group_size)) {
+		*why = "no kernels for this quantization (the GPU runs INT8, INT4 and BF16 experts)";
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+int core_gpu_upload_check(const struct kt_model *m, const char **why)
+{
+	struct gpu_layout gl;
+	int ret;
+
+	*why = "";
+	if (!m->ctx->gpu) {
+		*why = "the context has no GPU (kt_ctx_opts.gpu_mask)";
+		ret = -ENODEV;
+	} else {
+		ret = gpu_dev_compute_ok(m->ctx->gpu->d);
+		if (ret)
+			*why = "the GPU cannot run kt's kernels (see kt_ctx_gpu_info())";
+		else
+			ret = model_fits(m, &gl, why);
+	}
+	if (ret)
+		core_log(m->ctx, KT_LOG_ERROR, "KT_MODEL_F_GPU_UPLOAD: %s (H %u, I %u): %s",
+			 kt_quant_name(m->quant), core_model_hidden_io(m),
+			 core_model_inter_io(m), *why);
+	return ret;
+}
+
 /* The model's device table, created on first use. */
 static int model_table(struct kt_model *m, struct gpu_table **out)
 {
 	struct kt_ctx *ctx = m->ctx;
 	struct gpu_layout gl;
 	struct gpu_table *t;
+	const char *why;
 	int ret;
 
 	*out = NULL;
@@ -118,23 +165,12 @@ static int model_table(struct kt_model *m, struct gpu_table **out)
 		*out = t;
 		return 0;
 	}
-	if (!core_model_is_plain(m)) {
-		core_log(ctx, KT_LOG_ERROR,
-			 "gpu: no kernels for experts with biases, another activation than silu or padded sizes (H %u, I %u; run it on the CPU)",
-			 core_model_hidden_io(m), core_model_inter_io(m));
-		return -EOPNOTSUPP;
-	}
-	if (m->down_quant != m->quant) {
-		core_log(ctx, KT_LOG_ERROR,
-			 "gpu: no kernels for a model with gate/up %s and down %s (run it on the CPU)",
-			 kt_quant_name(m->quant), kt_quant_name(m->down_quant));
-		return -EOPNOTSUPP;
-	}
-	if (gpu_layout_init(&gl, m->quant, m->hidden, m->inter,
-			    m->group_size)) {
-		core_log(ctx, KT_LOG_ERROR, "gpu: no kernels for %s",
-			 kt_quant_name(m->quant));
-		return -EOPNOTSUPP;
+	ret = model_fits(m, &gl, &why);
+	if (ret) {
+		core_log(ctx, KT_LOG_ERROR, "gpu: %s (down %s, H %u, I %u): %s (run it on the CPU)",
+			 kt_quant_name(m->quant), kt_quant_name(m->down_quant),
+			 core_model_hidden_io(m), core_model_inter_io(m), why);
+		return ret;
 	}
 	ret = gpu_table_create(ctx->gpu->d, &gl, m->n_layers, m->n_experts,
 			       &t);
@@ -255,13 +291,12 @@ KT_EXPORT int kt_model_gpu_resident(const struct kt_model *m, uint32_t layer,
 int core_gpu_upload_absent(struct kt_model *m)
 {
 	uint32_t l, e, n = 0;
+	const char *why;
 	int ret;
 
-	if (!m->ctx->gpu) {
-		core_log(m->ctx, KT_LOG_ERROR,
-			 "KT_MODEL_F_GPU_UPLOAD: the context has no GPU (kt_ctx_opts.gpu_mask)");
-		return -ENODEV;
-	}
+	ret = core_gpu_upload_check(m, &why);
+	if (ret)
+		return ret;
 	for (l = 0; l < m->n_layers; l++)
 		for (e = 0; e < m->n_experts; e++) {
 			if (core_model_expert(m, l, e)->present)
@@ -277,7 +312,7 @@ int core_gpu_upload_absent(struct kt_model *m)
 	if (ret)
 		return ret;
 	core_log(m->ctx, KT_LOG_INFO,
-		 "gpu: %u experts uploaded from the file, not kept in host memory",
+		 "gpu: %u masked experts uploaded, not kept in host memory",
 		 n);
 	return 0;
 }

@@ -76,11 +76,20 @@ int core_gpu_evict(struct kt_model *m, uint32_t layer, uint32_t expert);
 
 /*
  * kt_model_open() with KT_MODEL_F_GPU_UPLOAD: upload every expert of @m
- * without a host copy (the ones its masks left out) from its file, then
+ * without a host copy (the ones its masks left out) through m->blob_read
+ * (read from the .ktw, or packed from the GGUF file or folder), then
  * attach the residency table with them as the initial GPU set. 0 or the
  * first -errno (logged); what was uploaded is freed with the model.
  */
 int core_gpu_upload_absent(struct kt_model *m);
+
+/*
+ * Whether kt_model_open() with KT_MODEL_F_GPU_UPLOAD can put @m's experts
+ * on its context's GPU, asked before they are read (@m's geometry, quant
+ * and biases set). 0; -ENODEV no GPU; -EOPNOTSUPP no kernels for them,
+ * or the GPU cannot run kt's; logged, and *@why (static text) says why.
+ */
+int core_gpu_upload_check(const struct kt_model *m, const char **why);
 
 /*
  * Serve @m's residency table (kt_model_place()) with the context's GPU,

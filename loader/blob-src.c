@@ -158,13 +158,3 @@ int ldr_blob_src_read(struct ldr_blob_src *s, const struct kt_ctx *ctx,
 			    "nonzero padding after the blob");
 	return 0;
 }
-
-int ldr_blob_read_none(const struct kt_model *m, uint32_t layer,
-		       uint32_t expert, uint8_t *dst)
-{
-	(void)dst;
-	ldr_err(-EOPNOTSUPP, "layer %u expert %u has no host copy, and this model (a GGUF file or a checkpoint folder, packed at load) has no packed blob to upload it from: convert it to .ktw (kt convert) or keep the expert in host memory",
-		layer, expert);
-	core_log(m->ctx, KT_LOG_ERROR, "gpu upload: %s", kt_last_error());
-	return -EOPNOTSUPP;
-}

@@ -13,7 +13,6 @@
 
 #include "loader/ktw.h"
 
-struct kt_model;
 struct ldr_blob_src;
 
 /*
@@ -35,12 +34,5 @@ void ldr_blob_src_close(struct ldr_blob_src *s);
  */
 int ldr_blob_src_read(struct ldr_blob_src *s, const struct kt_ctx *ctx,
 		      uint32_t layer, uint32_t expert, uint8_t *dst);
-
-/*
- * The blob_read of a model packed at load (GGUF file, checkpoint folder):
- * there is no packed blob to read. -EOPNOTSUPP, logged.
- */
-int ldr_blob_read_none(const struct kt_model *m, uint32_t layer,
-		       uint32_t expert, uint8_t *dst);
 
 #endif /* KT_LOADER_BLOB_SRC_H */

@@ -23,6 +23,7 @@
 #include "loader/error.h"
 #include "loader/gguf.h"
 #include "loader/gguf-model.h"
+#include "loader/gpu-upload.h"
 #include "loader/mask.h"
 #include "loader/placement.h"
 
@@ -47,6 +48,7 @@ static void release(struct kt_model *m)
 	struct gguf_model *gm = (struct gguf_model *)m;
 
 	core_mem_free(&gm->mem);
+	ldr_pack_src_free(m->priv);
 	free(m->bias);
 	free(m->layer_down_quant);
 	free(m->experts);
@@ -817,6 +819,12 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 			return -ENOMEM;
 	}
 	memcpy(m->layer_ids, p->layer_ids, p->n_layers * sizeof(int32_t));
+	/* before any expert is packed: the GPU may not take them */
+	if (o->flags & KT_MODEL_F_GPU_UPLOAD) {
+		ret = ldr_gpu_upload_check(m, p->g->path);
+		if (ret)
+			return ret;
+	}
 	for (layer = 0; layer < p->n_layers; layer++)
 		for (e = 0; e < p->E; e++)
 			n_blobs += !masked(p, o, layer, e);
@@ -876,6 +884,12 @@ static int build(struct kt_ctx *ctx, struct ldr_gguf_src *p,
 	return 0;
 }
 
+/* A masked expert for the GPU upload at open (gpu-upload.h). */
+static int pack_masked(void *arg, uint32_t layer, uint32_t e, uint8_t *dst)
+{
+	return ldr_gguf_src_pack(arg, layer, e, dst);
+}
+
 int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
 			const struct kt_model_opts *o, struct kt_model **out)
 {
@@ -898,6 +912,9 @@ int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
 			ldr_err(ret, "%s: no kernels for %s on this context",
 				path, kt_quant_name(gm->m.quant));
 	}
+	if (!ret)
+		ret = ldr_pack_src_attach(&gm->m, path, "GGUF file", o->flags,
+					  pack_masked, p);
 	if (!ret)
 		ret = core_live_add(ctx, &gm->m);	/* ops may name it */
 	if (ret)

@@ -96,11 +96,15 @@ int ldr_gguf_convert(const struct kt_convert_opts *o);
 /*
  * ldr_gguf_model_open() - validate @path, find its MoE layers and repack
  *	their expert blocks into node-placed memory.
- * @o: complete options (sz checked by the caller); expert_mask and
- *	KT_MODEL_F_NO_HUGEPAGE are honoured, the rest of .ktw's options
- *	(io, budget, cache) do not apply.
+ * @o: complete options (sz checked by the caller); expert_mask,
+ *	layer_masks, KT_MODEL_F_NO_HUGEPAGE and KT_MODEL_F_GPU_UPLOAD (the
+ *	masked experts packed one at a time and uploaded, loader/gpu-upload.h)
+ *	are honoured, the rest of .ktw's options (io, budget, cache) do not
+ *	apply.
  * Return: 0; -EINVAL bad file; -EOPNOTSUPP a type, architecture or
- *	geometry kt does not run; -ENOMEM. kt_last_error() says why.
+ *	geometry kt does not run (or the GPU does not, with the flag);
+ *	-ENODEV the flag without a GPU; -ENOMEM; the driver's -errno.
+ *	kt_last_error() says why; nothing stays allocated on failure.
  */
 int ldr_gguf_model_open(struct kt_ctx *ctx, const char *path,
 			const struct kt_model_opts *o, struct kt_model **out);

@@ -21,6 +21,7 @@
 #include "ktcore/moe.h"
 #include "loader/error.h"
 #include "loader/fault.h"
+#include "loader/gpu-upload.h"
 #include "loader/hf-model.h"
 #include "loader/hf-src.h"
 #include "loader/mask.h"
@@ -38,6 +39,7 @@ static void release(struct kt_model *m)
 	struct hf_model *hm = (struct hf_model *)m;
 
 	core_mem_free(&hm->mem);
+	ldr_pack_src_free(m->priv);
 	free(m->bias);
 	free(m->experts);
 	free(m->layer_ids);
@@ -196,6 +198,14 @@ static int build(struct kt_ctx *ctx, const struct ldr_hf_src *s,
 		return -ENOMEM;
 	}
 	memcpy(m->layer_ids, s->layer_ids, s->n_layers * sizeof(int32_t));
+	/* before any expert is packed: the GPU may not take them */
+	if (o->flags & KT_MODEL_F_GPU_UPLOAD) {
+		ret = ldr_gpu_upload_check(m, s->dir);
+		if (ret) {
+			free(dst);
+			return ret;
+		}
+	}
 	for (layer = 0; layer < s->n_layers; layer++)
 		for (e = 0; e < E; e++)
 			b += !ldr_masked(o->expert_mask, o->layer_masks, E,
@@ -232,6 +242,40 @@ static int build(struct kt_ctx *ctx, const struct ldr_hf_src *s,
 	return ret;
 }
 
+/* The GPU upload at open packs masked experts on the caller's thread. */
+struct hf_masked {
+	const struct ldr_hf_src *s;
+	struct ldr_hf_scratch sc;
+};
+
+static int pack_masked(void *arg, uint32_t layer, uint32_t e, uint8_t *dst)
+{
+	struct hf_masked *h = arg;
+	uint64_t i = (uint64_t)layer * h->s->cfg.n_experts + e;
+	int ret;
+
+	ldr_hf_prefetch(h->s, i);
+	ret = ldr_hf_pack_expert(h->s, &h->sc, i, dst);
+	ldr_hf_done(h->s, i);
+	return ret;
+}
+
+/* m->blob_read, and with KT_MODEL_F_GPU_UPLOAD the masked experts uploaded */
+static int attach_masked(struct kt_model *m, const struct ldr_hf_src *s,
+			 const char *path, uint32_t flags)
+{
+	struct hf_masked h = { .s = s };
+	int ret = 0;
+
+	if (flags & KT_MODEL_F_GPU_UPLOAD)
+		ret = ldr_hf_scratch_init(s, &h.sc);
+	if (!ret)
+		ret = ldr_pack_src_attach(m, path, "checkpoint folder", flags,
+					  pack_masked, &h);
+	ldr_hf_scratch_free(&h.sc);
+	return ret;
+}
+
 int ldr_hf_model_open(struct kt_ctx *ctx, const char *path,
 		      const struct kt_model_opts *o, struct kt_model **out)
 {
@@ -262,6 +306,8 @@ int ldr_hf_model_open(struct kt_ctx *ctx, const char *path,
 			ldr_err(ret, "%s: no kernels for %s on this context",
 				path, kt_quant_name(hm->m.quant));
 	}
+	if (!ret)
+		ret = attach_masked(&hm->m, s, path, o->flags);
 	if (!ret)
 		ret = core_live_add(ctx, &hm->m);	/* ops may name it */
 	if (ret)

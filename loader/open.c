@@ -20,12 +20,12 @@
 #include "ktcore/core.h"
 #include "ktcore/mem.h"
 #include "ktcore/model.h"
-#include "ktcore/moe-gpu.h"
 #include "ktcore/cache.h"
 #include "loader/blob-src.h"
 #include "loader/cache-open.h"
 #include "loader/error.h"
 #include "loader/fault.h"
+#include "loader/gpu-upload.h"
 #include "loader/gguf.h"
 #include "loader/gguf-model.h"
 #include "loader/hf-model.h"
@@ -348,22 +348,12 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 		return ldr_err(-EINVAL, "kt_model_open: unknown flags %#x",
 			       opts->flags & ~KNOWN_FLAGS);
 	dir = !stat(path, &st) && S_ISDIR(st.st_mode);
-	if ((opts->flags & KT_MODEL_F_GPU_UPLOAD) &&
-	    (dir || ldr_gguf_is_gguf(path)))
-		return ldr_err(-EOPNOTSUPP, "%s: KT_MODEL_F_GPU_UPLOAD reads packed experts from a .ktw; a %s is packed at load (convert it with kt convert, or open it without the flag and upload host copies)",
-			       path, dir ? "checkpoint folder" : "GGUF file");
 	/* a checkpoint folder is packed at load (loader/hf-model.c) */
-	if (dir) {
-		ret = ldr_hf_model_open(ctx, path, opts, out);
-		if (!ret)
-			(*out)->blob_read = ldr_blob_read_none;
-		return ret;
-	}
+	if (dir)
+		return ldr_hf_model_open(ctx, path, opts, out);
 	/* a GGUF file is repacked into memory, not read as blobs */
 	if (ldr_gguf_is_gguf(path)) {
 		ret = ldr_gguf_model_open(ctx, path, opts, out);
-		if (!ret)
-			(*out)->blob_read = ldr_blob_read_none;
 		if (!ret && opts->quant && (int)(*out)->quant != opts->quant) {
 			ret = ldr_err(-EINVAL, "%s holds %s, not %s: a GGUF file keeps its blocks",
 				      path, kt_quant_name((*out)->quant),
@@ -473,13 +463,9 @@ static int model_open(struct kt_ctx *ctx, const char *path,
 		goto err;
 	}
 	if (opts->flags & KT_MODEL_F_GPU_UPLOAD) {
-		ret = core_gpu_upload_absent(m);
-		if (ret) {
-			if (!*kt_last_error())
-				ldr_err(ret, "%s: uploading the masked experts to the GPU failed: %s (see the context's log)",
-					path, strerror(-ret));
+		ret = ldr_gpu_upload_open(m, path);
+		if (ret)
 			goto err;
-		}
 	}
 	ret = core_live_add(ctx, m);
 	if (ret)

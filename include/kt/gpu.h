@@ -97,7 +97,9 @@ int kt_ctx_gpu_measure(struct kt_ctx *ctx, struct kt_gpu_limits *l);
  * Return: 0; -EINVAL out of range; -ENODEV no GPU in the context;
  *	   -EOPNOTSUPP no kernels for the GPU (see kt_ctx_gpu_info()) or
  *	   for @m's quantization, or an expert without a host copy of a
- *	   GGUF file or checkpoint folder (nothing packed to read); -ENOENT
+ *	   GGUF file or checkpoint folder after its open (packed at load,
+ *	   the source is not kept: KT_MODEL_F_GPU_UPLOAD uploads such
+ *	   experts at open); -ENOENT
  *	   the expert is not in host memory and @m has no file
  *	   (kt_model_create()); -EIO its blob did not read or check (the
  *	   log and kt_last_error() name it); -ENOMEM host or device memory.

@@ -462,7 +462,8 @@ int kt_model_create(struct kt_ctx *ctx, const struct kt_model_desc *desc,
  *	of that layer that lives elsewhere (the GPU) and is not loaded into
  *	host memory nor run; combined with @expert_mask (either leaves an
  *	expert out). With KT_MODEL_F_GPU_UPLOAD they are uploaded to
- *	the GPU from the file at open, so a placement plan (kt/place.h)
+ *	the GPU from the file at open (a GGUF file's or a folder's packed
+ *	one at a time), so a placement plan (kt/place.h)
  *	given here opens the model with its GPU experts placed and not in
  *	host memory. A GPU expert without a host copy cannot leave the GPU
  *	(kt_model_place() refuses); to keep a host copy (for re-placement
@@ -508,10 +509,11 @@ struct kt_model_opts {
 /* map the file and compute from its pages: page faults read the experts
  * (the baseline of `kt bench --load mmap`); no checksums, no budget */
 #define KT_MODEL_F_MMAP		(1u << 3)
-/* a .ktw only, on a context with a GPU: the experts the masks leave out
- * (@expert_mask, @layer_masks) are read from the file straight to the GPU
- * at open and run there; they are in host memory only while staged, one
- * at a time (Documentation/placement.md) */
+/* on a context with a GPU: the experts the masks leave out (@expert_mask,
+ * @layer_masks) are read from the .ktw (or packed from the GGUF file or
+ * checkpoint folder) straight to the GPU at open and run there; they are
+ * in host memory only while staged, one at a time
+ * (Documentation/placement.md) */
 #define KT_MODEL_F_GPU_UPLOAD	(1u << 4)
 
 /**
@@ -536,9 +538,10 @@ struct kt_model_opts {
  *	   checksum mismatch; -EOPNOTSUPP an option or format that does not
  *	   apply; -ENOMEM. kt_last_error() says which file, field, tensor or
  *	   expert. With KT_MODEL_F_GPU_UPLOAD also: -ENODEV no GPU in @ctx;
- *	   -EOPNOTSUPP no GPU kernels for the file's quantization, or not a
- *	   .ktw; -errno of the driver (-ENOMEM: the GPU is full); -EIO a
- *	   masked expert's blob does not read or check.
+ *	   -EOPNOTSUPP no GPU kernels for the model's quantization (INT8,
+ *	   INT4 and BF16 have them), biases or activation; -errno of the
+ *	   driver (-ENOMEM: the GPU is full); -EIO a masked expert's blob
+ *	   does not read or check; a GGUF file's or folder's packing error.
  */
 int kt_model_open(struct kt_ctx *ctx, const char *path,
 		  const struct kt_model_opts *opts, struct kt_model **out);

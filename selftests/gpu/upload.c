@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * upload.c - GPU experts that are not kept in host memory, against the
- * stand-in libcuda: masked experts uploaded from the .ktw give bitwise the
- * op of experts uploaded from a host copy, host memory shrinks by exactly
- * them, they cannot leave the GPU, a corrupt blob is refused naming it,
- * and every driver call and every file read failing in turn is a -errno,
- * an error log line and no leak.
+ * stand-in libcuda: masked experts uploaded from the .ktw, or packed from a
+ * GGUF file or a checkpoint folder at open, give bitwise the op of experts
+ * uploaded from a host copy, host memory shrinks by exactly them, they
+ * cannot leave the GPU, a corrupt blob is refused naming it, and every
+ * driver call and every file read failing in turn is a -errno, an error
+ * log line and no leak.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,21 @@
 #include "loader/ktw-format.h"
 #include "stub.h"
 #include "../loader/ckpt.h"
+#include "../loader/gguf-write.h"
+
+/* gw_cfg's fields are named as this file's macros below */
+static void gw_moe(struct gw_cfg *c, uint32_t h, uint32_t i, uint32_t e,
+		   uint32_t k, uint32_t l, uint32_t type)
+{
+	memset(c, 0, sizeof(*c));
+	c->H = h;
+	c->I = i;
+	c->E = e;
+	c->k = k;
+	c->L = l;
+	c->type = type;
+	c->seed = 41;
+}
 
 #define H 128
 #define I 256
@@ -359,32 +375,212 @@ TEST_F(up, mapped_file)
 	kt_model_destroy(full);
 }
 
-/* A checkpoint folder is packed at load: nothing to upload from. */
-TEST_F(up, folder_has_no_blobs)
+/*
+ * A model packed at load (@type a ggml type: a GGUF file of it; 0: a
+ * BF16 checkpoint folder packed to @q) in @v's folder; its path into @path.
+ */
+static int write_src(struct env *v, uint32_t type, char *path, size_t len)
 {
-	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 4, 2, 2, 1, 23);
-	struct env *v = &self->v;
-	uint64_t lm[2] = { 0x2, 0 };
-	struct kt_model_opts o = { .sz = sizeof(o), .quant = variant->q,
-				   .layer_masks = lm,
-				   .flags = KT_MODEL_F_GPU_UPLOAD };
-	struct kt_model *m = NULL;
-	char dir[96];
+	struct tck c = TCK(TCK_QWEN, TCK_BF16, H, I, E, L, K, 2, 23);
+	struct gw_cfg g;
+	struct gw_tensor t[6 * L + 1];
+	struct gw_buf b;
+	size_t n, data;
+	FILE *f;
+	int ret;
 
-	snprintf(dir, sizeof(dir), "%s/ckpt", v->dir);
-	ASSERT_EQ(tck_write(&c, dir), 0);
-	EXPECT_EQ(kt_model_open(v->ctx, dir, &o, &m), -EOPNOTSUPP);
+	if (!type) {
+		snprintf(path, len, "%s/ckpt", v->dir);
+		ret = tck_write(&c, path);
+		tck_free(&c);
+		return ret;
+	}
+	gw_moe(&g, H, I, E, K, L, type);
+	snprintf(path, len, "%s/m-%u.gguf", v->dir, type);
+	gw_build(&g, &b, t, &n, &data);
+	f = fopen(path, "wb");
+	ret = f && fwrite(b.p, 1, b.len, f) == b.len ? 0 : -EIO;
+	if (f && fclose(f))
+		ret = -EIO;
+	free(b.p);
+	return ret;
+}
+
+static void rm_src(const char *path)
+{
+	struct stat st;
+
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		tck_rmdir(path);
+	else
+		unlink(path);
+}
+
+static int open_src(struct env *v, const char *path, enum kt_quant q,
+		    const uint64_t *masks, uint32_t flags, struct kt_model **m)
+{
+	struct kt_model_opts o = { .sz = sizeof(o), .flags = flags,
+				   .quant = q, .layer_masks = masks };
+
+	*m = NULL;
+	return kt_model_open(v->ctx, path, &o, m);
+}
+
+/* GGUF files and checkpoint folders: packed at load, not read as blobs */
+FIXTURE(src) {
+	struct env v;
+	char path[160];
+};
+
+FIXTURE_VARIANT(src) {
+	uint32_t type;		/* ggml type of a GGUF file; 0: a folder */
+	enum kt_quant q;	/* a folder's packing */
+};
+
+FIXTURE_VARIANT_ADD(src, gguf_bf16) { .type = GW_BF16 };
+FIXTURE_VARIANT_ADD(src, gguf_q4_0) { .type = GW_Q4_0 };
+FIXTURE_VARIANT_ADD(src, folder_int8) { .q = KT_QUANT_INT8 };
+FIXTURE_VARIANT_ADD(src, folder_int4) { .q = KT_QUANT_INT4 };
+FIXTURE_VARIANT_ADD(src, folder_bf16) { .q = KT_QUANT_BF16 };
+
+FIXTURE_SETUP(src)
+{
+	int ret = env_init(&self->v, KT_QUANT_INT8, false, 1, -1);
+
+	if (ret == 1)
+		SKIP(return, "no stand-in libcuda or no GPU kernels in this build");
+	ASSERT_EQ(ret, 0);
+	ASSERT_EQ(write_src(&self->v, variant->type, self->path,
+			    sizeof(self->path)), 0);
+}
+
+FIXTURE_TEARDOWN(src)
+{
+	if (self->v.ctx) {
+		rm_src(self->path);
+		env_fini(&self->v, false);
+	}
+	EXPECT_NO_LEAK();
+}
+
+/*
+ * The plan at open: each masked expert packed from the source into the
+ * upload staging and uploaded, never held on the host; the same ops,
+ * bitwise, as the plan uploaded from host copies.
+ */
+TEST_F(src, open_with_plan_matches_host_upload)
+{
+	struct env *v = &self->v;
+	struct kt_model *full, *m;
+	struct kt_model_info fi, mi;
+	uint64_t g;
+	uint32_t l;
+
+	ASSERT_EQ(open_src(v, self->path, variant->q, NULL, 0, &full), 0);
+	EXPECT_EQ(kt_model_place(full, plan), N_PLAN);
+	ASSERT_EQ(open_src(v, self->path, variant->q, plan,
+			   KT_MODEL_F_GPU_UPLOAD, &m), 0);
+	kt_model_get_info(full, &fi);
+	kt_model_get_info(m, &mi);
+	EXPECT_EQ(fi.resident_bytes, (uint64_t)L * E * fi.expert_bytes);
+	EXPECT_EQ(mi.resident_bytes,
+		  fi.resident_bytes - N_PLAN * fi.expert_bytes);
+	TH_LOG("%s %s: host bytes %llu of %llu: %u experts only on the GPU",
+	       variant->type ? "GGUF" : "folder", kt_quant_name(mi.quant),
+	       (unsigned long long)mi.resident_bytes,
+	       (unsigned long long)fi.resident_bytes, N_PLAN);
+	expect_on_gpu(_metadata, m, plan);
+	for (l = 0; l < L; l++) {
+		EXPECT_EQ(kt_model_gpu_experts(m, l, &g),
+			  __builtin_popcountll(plan[l * W]));
+		EXPECT_EQ(g, plan[l * W]);
+	}
+	same_ops(_metadata, v, full, m);
+	kt_model_destroy(m);
+	kt_model_destroy(full);
+}
+
+/*
+ * After the open the source is gone: uploading a masked expert is
+ * -EOPNOTSUPP naming the file, layer and expert, and changes nothing;
+ * experts with a host copy still come and go around the GPU-only ones.
+ */
+TEST_F(src, masked_upload_after_open_refused)
+{
+	uint64_t more[L * W] = { 0x12 | 0x20, 0x49 }, g;
+	struct env *v = &self->v;
+	struct kt_model *m;
+
+	ASSERT_EQ(open_src(v, self->path, variant->q, plan,
+			   KT_MODEL_F_GPU_UPLOAD, &m), 0);
+	/* on the GPU already: its copy stays */
+	EXPECT_EQ(kt_model_gpu_upload(m, 1, 3), -EOPNOTSUPP);
+	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), self->path), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "layer 1 (index 1), expert 3"),
+		  NULL);
+	EXPECT_NE(strstr(kt_last_error(), "kt convert"), NULL);
+	EXPECT_EQ(kt_model_gpu_resident(m, 1, 3), 1);
+	EXPECT_EQ(kt_model_gpu_evict(m, 1, 3), -EINVAL);
+	EXPECT_EQ(kt_model_place(m, more), 1);
+	expect_on_gpu(_metadata, m, more);
+	EXPECT_EQ(kt_model_place(m, plan), 1);
+	EXPECT_EQ(kt_model_gpu_experts(m, 0, &g), 2);
+	EXPECT_EQ(g, 0x12u);
+	kt_model_destroy(m);
+	/* masked without the flag: never uploadable; host copies are */
+	ASSERT_EQ(open_src(v, self->path, variant->q, plan, 0, &m), 0);
+	EXPECT_EQ(kt_model_gpu_upload(m, 0, 1), -EOPNOTSUPP);
+	EXPECT_NE(strstr(kt_last_error(), "expert 1"), NULL);
+	EXPECT_EQ(kt_model_gpu_resident(m, 0, 1), 0);
+	EXPECT_EQ(kt_model_gpu_upload(m, 0, 2), 0);
+	EXPECT_EQ(kt_model_place(m, plan), -EOPNOTSUPP);
+	expect_on_gpu(_metadata, m, (const uint64_t[L * W]){ 0x4, 0 });
+	kt_model_destroy(m);
+}
+
+/*
+ * Quantizations the GPU has no kernels for (GGUF Q8_0, a folder packed to
+ * FP8) are refused at open, before the experts are packed, naming the
+ * file; without a GPU the flag is -ENODEV.
+ */
+TEST(src_refused)
+{
+	struct env v;
+	struct kt_model *m = NULL;
+	char q8[160], dir[160];
+	int ret = env_init(&v, KT_QUANT_INT8, false, 1, -1);
+
+	if (ret == 1)
+		SKIP(return, "no stand-in libcuda or no GPU kernels in this build");
+	ASSERT_EQ(ret, 0);
+	ASSERT_EQ(write_src(&v, GW_Q8_0, q8, sizeof(q8)), 0);
+	ASSERT_EQ(write_src(&v, 0, dir, sizeof(dir)), 0);
+	EXPECT_EQ(open_src(&v, q8, 0, plan, KT_MODEL_F_GPU_UPLOAD, &m),
+		  -EOPNOTSUPP);
 	EXPECT_EQ(m, NULL);
 	TH_LOG("%s", kt_last_error());
-	EXPECT_NE(strstr(kt_last_error(), "kt convert"), NULL);
-	o.flags = 0;
-	ASSERT_EQ(kt_model_open(v->ctx, dir, &o, &m), 0);
-	EXPECT_EQ(kt_model_gpu_upload(m, 0, 1), -EOPNOTSUPP);
-	EXPECT_NE(strstr(kt_last_error(), "kt convert"), NULL);
-	EXPECT_EQ(kt_model_gpu_upload(m, 0, 2), 0);
+	EXPECT_NE(strstr(kt_last_error(), q8), NULL);
+	EXPECT_NE(strstr(kt_last_error(), "no kernels"), NULL);
+	EXPECT_EQ(open_src(&v, dir, KT_QUANT_FP8, plan, KT_MODEL_F_GPU_UPLOAD,
+			   &m), -EOPNOTSUPP);
+	EXPECT_EQ(m, NULL);
+	TH_LOG("%s", kt_last_error());
+	EXPECT_NE(strstr(kt_last_error(), dir), NULL);
+	/* it runs on the CPU without the flag */
+	ASSERT_EQ(open_src(&v, q8, 0, plan, 0, &m), 0);
 	kt_model_destroy(m);
-	tck_free(&c);
-	tck_rmdir(dir);
+	env_fini(&v, true);
+	ASSERT_EQ(env_init(&v, KT_QUANT_INT8, false, 0, -1), 0);
+	EXPECT_EQ(open_src(&v, q8, 0, plan, KT_MODEL_F_GPU_UPLOAD, &m),
+		  -ENODEV);
+	EXPECT_EQ(open_src(&v, dir, 0, plan, KT_MODEL_F_GPU_UPLOAD, &m),
+		  -ENODEV);
+	EXPECT_EQ(m, NULL);
+	rm_src(q8);
+	rm_src(dir);
+	env_fini(&v, false);
+	EXPECT_NO_LEAK();
 }
 
 TEST(refused_without_gpu)
@@ -407,13 +603,15 @@ TEST(refused_without_gpu)
 /*
  * A session (open with the plan uploaded, an op, a placement in and out,
  * destroy) with driver call 1, 2, 3, ... failing: each step is 0 or a
- * -errno said in the log, and nothing of the driver is left.
+ * -errno said in the log, and nothing of the driver is left. @type: the
+ * source as write_src() (-1: the .ktw).
  */
-TEST_TIMEOUT(fail_each_call, 300)
+static void walk_calls(struct kt_test_meta *_metadata, int type)
 {
 	uint64_t more[L * W] = { 0x12 | 0x20, 0x49 };
 	long n, calls, failed = 0;
 	static struct op p;
+	char path[160];
 	struct env v;
 	int ret;
 
@@ -421,6 +619,10 @@ TEST_TIMEOUT(fail_each_call, 300)
 	if (ret == 1)
 		SKIP(return, "no stand-in libcuda or no GPU kernels in this build");
 	ASSERT_EQ(ret, 0);
+	if (type < 0)
+		snprintf(path, sizeof(path), "%s", v.path);
+	else
+		ASSERT_EQ(write_src(&v, (uint32_t)type, path, sizeof(path)), 0);
 	env_fini(&v, true);
 	for (n = 1; n < 5000; n++) {
 		struct kt_model *m = NULL;
@@ -429,7 +631,8 @@ TEST_TIMEOUT(fail_each_call, 300)
 		errors_logged = 0;
 		ret = env_init(&v, KT_QUANT_INT8, true, 1, n);
 		if (!ret) {
-			steps[0] = open_m(&v, plan, KT_MODEL_F_GPU_UPLOAD, &m);
+			steps[0] = open_src(&v, path, 0, plan,
+					    KT_MODEL_F_GPU_UPLOAD, &m);
 			if (!steps[0]) {
 				op_init(&p, 9, 3);
 				steps[1] = op_run(v.ctx, m, &p, 1);
@@ -453,17 +656,37 @@ TEST_TIMEOUT(fail_each_call, 300)
 				EXPECT_GT(errors_logged, 0);
 			}
 		}
+		if (steps[0] < 0)
+			EXPECT_NE(kt_last_error()[0], 0);
 		if (ret < 0)
 			EXPECT_GT(errors_logged, 0);
 		if (calls < n)
 			break;
 	}
-	TH_LOG("%ld driver calls walked, %ld failed steps", n - 1, failed);
+	TH_LOG("%s: %ld driver calls walked, %ld failed steps",
+	       type < 0 ? "ktw" : type ? "GGUF" : "folder", n - 1, failed);
 	EXPECT_GT(n, 20);
 	EXPECT_GT(failed, 10);
+	if (type >= 0)
+		rm_src(path);
 	unlink(v.path);
 	rmdir(v.dir);
 	EXPECT_NO_LEAK();
+}
+
+TEST_TIMEOUT(fail_each_call, 300)
+{
+	walk_calls(_metadata, -1);
+}
+
+TEST_TIMEOUT(fail_each_call_gguf, 300)
+{
+	walk_calls(_metadata, GW_Q4_0);
+}
+
+TEST_TIMEOUT(fail_each_call_folder, 300)
+{
+	walk_calls(_metadata, 0);
 }
 
 #ifdef KT_FAULT_INJECT
@@ -475,13 +698,13 @@ unsigned long ldr_fault_hits(void);
  * The open with the plan uploaded, with the nth open, read and allocation
  * of the loader failing in turn: a -errno and kt_last_error() (the
  * upload's own reads also log at error level), no model, nothing of the
- * driver left (leaks are ASan's).
+ * driver left (leaks are ASan's). @type: the source as walk_calls().
  */
-TEST_TIMEOUT(fail_each_read, 300)
+static void walk_reads(struct kt_test_meta *_metadata, int type)
 {
 	static const char *const sites[] = { "open", "read", "alloc" };
 	unsigned int s, nth, failed = 0;
-	char spec[32];
+	char spec[32], path[160];
 	struct env v;
 	int ret;
 
@@ -489,6 +712,10 @@ TEST_TIMEOUT(fail_each_read, 300)
 	if (ret == 1)
 		SKIP(return, "no stand-in libcuda or no GPU kernels in this build");
 	ASSERT_EQ(ret, 0);
+	if (type < 0)
+		snprintf(path, sizeof(path), "%s", v.path);
+	else
+		ASSERT_EQ(write_src(&v, (uint32_t)type, path, sizeof(path)), 0);
 	for (s = 0; s < 3; s++)
 		for (nth = 1; nth < 500; nth++) {
 			struct kt_model *m = NULL;
@@ -498,7 +725,7 @@ TEST_TIMEOUT(fail_each_read, 300)
 			errors_logged = 0;
 			snprintf(spec, sizeof(spec), "%s:%u", sites[s], nth);
 			ldr_fault_set(spec);
-			ret = open_m(&v, plan, flags, &m);
+			ret = open_src(&v, path, 0, plan, flags, &m);
 			if (ldr_fault_hits() < nth) {
 				ldr_fault_set(NULL);
 				ASSERT_EQ(ret, 0);
@@ -516,11 +743,29 @@ TEST_TIMEOUT(fail_each_read, 300)
 			EXPECT_EQ(m, NULL);
 			EXPECT_NE(kt_last_error()[0], 0);
 		}
+	if (type >= 0)
+		rm_src(path);
 	env_fini(&v, false);
 	EXPECT_EQ(v.s.live(), 0);
-	TH_LOG("%u failed opens", failed);
+	TH_LOG("%s: %u failed opens",
+	       type < 0 ? "ktw" : type ? "GGUF" : "folder", failed);
 	EXPECT_GT(failed, 3);
 	EXPECT_NO_LEAK();
+}
+
+TEST_TIMEOUT(fail_each_read, 300)
+{
+	walk_reads(_metadata, -1);
+}
+
+TEST_TIMEOUT(fail_each_read_gguf, 300)
+{
+	walk_reads(_metadata, GW_Q4_0);
+}
+
+TEST_TIMEOUT(fail_each_read_folder, 300)
+{
+	walk_reads(_metadata, 0);
 }
 #endif
 
