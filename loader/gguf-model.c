@@ -21,6 +21,7 @@
 #include "ktcore/model.h"
 #include "ktcore/moe.h"
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/gguf.h"
 #include "loader/gguf-model.h"
 #include "loader/gpu-upload.h"

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "loader/error.h"
+#include "loader/fault.h"
 #include "loader/gguf.h"
 
 #define GGUF_MAGIC		0x46554747u	/* "GGUF" read little-endian */
