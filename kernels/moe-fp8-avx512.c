@@ -279,6 +279,26 @@ void kern_gate_up_fp8_avx512(const struct kern_gate_up_args *a)
  * partial sums per token and row in scratch (f32 [MR][DOWN_NSUB]).
  */
 
+/* y rows of tokens i0 .. + @n, columns ns0 .. ns1, += w * their sums
+ * (@part [n][ns1 - ns0]) */
+AI void add_y(const struct kern_down_args *a, unsigned int i0, unsigned int n,
+	      const float *part, unsigned int ns0, unsigned int ns1)
+{
+	const unsigned int nsub = ns1 - ns0;
+	unsigned int i, r;
+
+#pragma GCC unroll 16
+	for (i = 0; i < n; i++) {
+		float *y = a->y + a->y_rows[i0 + i] * a->y_stride;
+		__m512 w = _mm512_set1_ps(a->w[i0 + i]);
+
+		for (r = ns0; r < ns1; r += NROW)
+			_mm512_storeu_ps(y + r, _mm512_fmadd_ps(w,
+				_mm512_loadu_ps(part + i * nsub + r - ns0),
+				_mm512_loadu_ps(y + r)));
+	}
+}
+
 AI void down_block(const struct kern_down_args *a, unsigned int i0,
 		   unsigned int ns0, unsigned int ns1, float *part,
 		   const int M)
@@ -337,17 +357,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 					_mm512_loadu_ps(pp + m * nsub)));
 		}
 	}
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		float *y = a->y + a->y_rows[i0 + m] * a->y_stride;
-		__m512 w = _mm512_set1_ps(a->w[i0 + m]);
-		unsigned int n;
-
-		for (n = ns0; n < ns1; n += NROW)
-			_mm512_storeu_ps(y + n, _mm512_fmadd_ps(w,
-				_mm512_loadu_ps(part + m * nsub + n - ns0),
-				_mm512_loadu_ps(y + n)));
-	}
+	add_y(a, i0, M, part, ns0, ns1);
 }
 
 /*
@@ -403,16 +413,7 @@ static void down_wide(const struct kern_down_args *a, const struct wide *w,
 					   ns0, nsub, nb, s);
 			}
 		}
-	for (i = 0; i < n; i++) {
-		float *y = a->y + a->y_rows[i0 + i] * a->y_stride;
-		__m512 wt = _mm512_set1_ps(a->w[i0 + i]);
-		unsigned int r;
-
-		for (r = ns0; r < ns1; r += NROW)
-			_mm512_storeu_ps(y + r, _mm512_fmadd_ps(wt,
-				_mm512_loadu_ps(w->acc + i * nsub + r - ns0),
-				_mm512_loadu_ps(y + r)));
-	}
+	add_y(a, i0, n, w->acc, ns0, ns1);
 }
 
 void kern_down_fp8_avx512(const struct kern_down_args *a)

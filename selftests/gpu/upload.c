@@ -201,6 +201,21 @@ static void expect_on_gpu(struct kt_test_meta *_metadata,
 				  (int)(set[l * W] >> e & 1));
 }
 
+/* the experts of @set on the GPU, and the residency table starts with it */
+static void expect_plan_table(struct kt_test_meta *_metadata,
+			      struct kt_model *m, const uint64_t *set)
+{
+	uint64_t g;
+	uint32_t l;
+
+	expect_on_gpu(_metadata, m, set);
+	for (l = 0; l < L; l++) {
+		EXPECT_EQ(kt_model_gpu_experts(m, l, &g),
+			  __builtin_popcountll(set[l * W]));
+		EXPECT_EQ(g, set[l * W]);
+	}
+}
+
 FIXTURE(up) {
 	struct env v;
 };
@@ -239,8 +254,6 @@ TEST_F(up, open_with_plan_matches_host_upload)
 	struct env *v = &self->v;
 	struct kt_model *full, *m;
 	struct kt_model_info fi, mi;
-	uint64_t g;
-	uint32_t l;
 
 	ASSERT_EQ(open_m(v, NULL, 0, &full), 0);
 	EXPECT_EQ(kt_model_place(full, plan), N_PLAN);
@@ -253,13 +266,7 @@ TEST_F(up, open_with_plan_matches_host_upload)
 	TH_LOG("host bytes %llu of %llu: %u experts only on the GPU",
 	       (unsigned long long)mi.resident_bytes,
 	       (unsigned long long)fi.resident_bytes, N_PLAN);
-	expect_on_gpu(_metadata, m, plan);
-	/* the residency table starts with the plan */
-	for (l = 0; l < L; l++) {
-		EXPECT_EQ(kt_model_gpu_experts(m, l, &g),
-			  __builtin_popcountll(plan[l * W]));
-		EXPECT_EQ(g, plan[l * W]);
-	}
+	expect_plan_table(_metadata, m, plan);
 	same_ops(_metadata, v, full, m);
 	kt_model_destroy(m);
 	kt_model_destroy(full);
@@ -473,8 +480,6 @@ TEST_F(src, open_with_plan_matches_host_upload)
 	struct env *v = &self->v;
 	struct kt_model *full, *m;
 	struct kt_model_info fi, mi;
-	uint64_t g;
-	uint32_t l;
 
 	ASSERT_EQ(open_src(v, self->path, variant->q, NULL, 0, &full), 0);
 	EXPECT_EQ(kt_model_place(full, plan), N_PLAN);
@@ -489,12 +494,7 @@ TEST_F(src, open_with_plan_matches_host_upload)
 	       variant->type ? "GGUF" : "folder", kt_quant_name(mi.quant),
 	       (unsigned long long)mi.resident_bytes,
 	       (unsigned long long)fi.resident_bytes, N_PLAN);
-	expect_on_gpu(_metadata, m, plan);
-	for (l = 0; l < L; l++) {
-		EXPECT_EQ(kt_model_gpu_experts(m, l, &g),
-			  __builtin_popcountll(plan[l * W]));
-		EXPECT_EQ(g, plan[l * W]);
-	}
+	expect_plan_table(_metadata, m, plan);
 	same_ops(_metadata, v, full, m);
 	kt_model_destroy(m);
 	kt_model_destroy(full);
