@@ -12,9 +12,12 @@
 #include "model.h"
 
 /* rel MAE bounds of the assignment, per quantization */
+/* against f64 of the f32 weights: the quantization's own error (FP8:
+ * E4M3's 3 mantissa bits; MXFP4: E2M1 with a power-of-two scale per 32) */
 static double tol_of(enum kt_quant q)
 {
-	return q == KT_QUANT_INT8 ? 0.04 : q == KT_QUANT_INT4 ? 0.25 : 0.005;
+	return q == KT_QUANT_INT8 ? 0.04 : q == KT_QUANT_INT4 ? 0.25 :
+	       q == KT_QUANT_FP8 ? 0.06 : q == KT_QUANT_MXFP4 ? 0.25 : 0.005;
 }
 
 enum route_kind {
@@ -413,12 +416,13 @@ static void *run_det(struct kt_test_meta *_metadata, unsigned int threads,
 TEST(deterministic_threads)
 {
 	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
-					    KT_QUANT_BF16 };
+					    KT_QUANT_BF16, KT_QUANT_FP8,
+					    KT_QUANT_MXFP4 };
 	/* 7 tokens: the leader prepares alone; 150: all workers do */
 	static const unsigned int Ts[] = { 7, 150 };
 	unsigned int qi, ti;
 
-	for (qi = 0; qi < 3; qi++)
+	for (qi = 0; qi < sizeof(qs) / sizeof(qs[0]); qi++)
 		for (ti = 0; ti < 2; ti++) {
 			double e1, e2;
 			void *y1 = run_det(_metadata, 1, qs[qi], Ts[ti], &e1);
