@@ -327,28 +327,8 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 				a->group, a->K, nb * NROW, c * a->kc);
 			__m512 s = chan ? _mm512_loadu_ps(sp) :
 					  _mm512_set1_ps(*sp);
-			__m512 s2 = chan ? _mm512_loadu_ps(sp + NROW) : s;
-			__m512 r[MR], r2[MR];
+			__m512 r[MR];
 
-			/* two output blocks (adjacent tiles) per broadcast
-			 * when the block is reused by several passes */
-			if (a->m > MR && nb + 1 < ns1 / NROW &&
-			    (chan || ((nb + 1) * NROW) % KERN_FP8_BLOCK)) {
-				mk_dot(tw, tw + kern_tile_off(BT), 1, 0, x, M,
-				       r, r2);
-#pragma GCC unroll 16
-				for (m = 0; m < M; m++) {
-					_mm512_storeu_ps(pp + m * nsub,
-						_mm512_fmadd_ps(r[m], s,
-						_mm512_loadu_ps(pp + m * nsub)));
-					_mm512_storeu_ps(pp + NROW + m * nsub,
-						_mm512_fmadd_ps(r2[m], s2,
-						_mm512_loadu_ps(pp + NROW +
-								m * nsub)));
-				}
-				nb++;
-				continue;
-			}
 			mk_dot(tw, NULL, 0, 0, x, M, r, NULL);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++)
