@@ -149,6 +149,16 @@ size_t kern_scratch_bytes_fp8_avx512(const struct kern_geom *g,
 
 /* ---- gate + up ------------------------------------------------------------ */
 
+/*
+ * The scales of scale block @kb of 16 rows whose scales start at @s: per
+ * row (@chan: a row's scale is the same for every block, its own), else
+ * the block's one.
+ */
+AI __m512 block_scale(const float *s, bool chan, unsigned int kb)
+{
+	return chan ? _mm512_loadu_ps(s) : _mm512_set1_ps(s[kb]);
+}
+
 AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 		 unsigned int i0, const int M)
 {
@@ -170,11 +180,8 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 	for (kb = 0; kb < nkb; kb++) {
 		size_t off = kern_tile_off(kern_tile_rbm(a->K, KERN_TILE_K_FP8,
 							 nb, kb * BT));
-		/* a row's scale is the same for every block: its own */
-		__m512 vg = chan ? _mm512_loadu_ps(sg) :
-				   _mm512_set1_ps(sg[kb]);
-		__m512 vu = chan ? _mm512_loadu_ps(su) :
-				   _mm512_set1_ps(su[kb]);
+		__m512 vg = block_scale(sg, chan, kb);
+		__m512 vu = block_scale(su, chan, kb);
 
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
@@ -236,10 +243,8 @@ static void gu_wide(const struct kern_gate_up_args *a, const struct wide *w,
 	for (kb = 0; kb < a->K / KERN_FP8_BLOCK; kb++) {
 		size_t off = kern_tile_off(kern_tile_rbm(a->K, KERN_TILE_K_FP8,
 							 nb, kb * BT));
-		__m512 vg = chan ? _mm512_loadu_ps(sg) :
-				   _mm512_set1_ps(sg[kb]);
-		__m512 vu = chan ? _mm512_loadu_ps(su) :
-				   _mm512_set1_ps(su[kb]);
+		__m512 vg = block_scale(sg, chan, kb);
+		__m512 vu = block_scale(su, chan, kb);
 
 		widen(a->gate->tiles + off, w->wg);
 		widen(a->up->tiles + off, w->wu);
@@ -325,8 +330,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 			const bool chan = a->group == KERN_FP8_CHANNEL;
 			const float *sp = a->down->scales + kern_fp8_scale_idx(
 				a->group, a->K, nb * NROW, c * a->kc);
-			__m512 s = chan ? _mm512_loadu_ps(sp) :
-					  _mm512_set1_ps(*sp);
+			__m512 s = block_scale(sp, chan, 0);
 			__m512 r[MR];
 
 			mk_dot(tw, NULL, 0, 0, x, M, r, NULL);
@@ -381,8 +385,7 @@ static void down_wide(const struct kern_down_args *a, const struct wide *w,
 		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
 			const float *sp = a->down->scales + kern_fp8_scale_idx(
 				a->group, a->K, nb * NROW, c * a->kc);
-			__m512 s = chan ? _mm512_loadu_ps(sp) :
-					  _mm512_set1_ps(*sp);
+			__m512 s = block_scale(sp, chan, 0);
 
 			widen(a->down->tiles + kern_tile_off(kern_tile_kcm(
 				a->N, a->kc, KERN_TILE_K_FP8, nb, c * BT)),
