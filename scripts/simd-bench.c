@@ -151,7 +151,7 @@ static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
 	size_t nsc, chunks, sz;
 	float *x;
 
-	if (kern_pack_layout(q, H, I, 128, &b->l))
+	if (kern_pack_layout(q, H, I, q == KT_QUANT_INT4 ? 128 : 0, &b->l))
 		return -EINVAL;
 	G = q == KT_QUANT_INT4 ? b->l.group : 0;
 	b->n_exp = (unsigned int)(total_bytes / b->l.total);
@@ -212,6 +212,19 @@ static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
 	return 0;
 }
 
+/* @s as kt_quant_name() spells it: int8 ... q4_k ... mxfp4 */
+static int quant_parse(const char *s, enum kt_quant *q)
+{
+	enum kt_quant i;
+
+	for (i = KT_QUANT_INT8; i <= KT_QUANT_MXFP4; i++)
+		if (!strcmp(s, kt_quant_name(i))) {
+			*q = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 int main(int argc, char **argv)
 {
 	enum kt_quant q = KT_QUANT_INT8;
@@ -222,15 +235,17 @@ int main(int argc, char **argv)
 	struct bench b = { 0 };
 	double gbps = 0, tops = 0, bytes, ops;
 	size_t total = 384ull << 20;
+	unsigned int reps = 0;	/* timed passes; 0: 3 or 4 */
 	int opt;
 
-	while ((opt = getopt(argc, argv, "q:T:H:I:t:i:m:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "q:T:H:I:t:i:m:o:r:")) != -1) {
 		switch (opt) {
 		case 'q':
-			q = !strcmp(optarg, "int4") ? KT_QUANT_INT4 :
-			    !strcmp(optarg, "bf16") ? KT_QUANT_BF16 :
-			    !strcmp(optarg, "fp8") ? KT_QUANT_FP8 :
-			    KT_QUANT_INT8;
+			if (quant_parse(optarg, &q)) {
+				fprintf(stderr, "simd-bench: -q %s: not a quantization kt_quant_name() knows\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case 'T': T = (unsigned int)atoi(optarg); break;
 		case 'H': H = (unsigned int)atoi(optarg); break;
@@ -241,12 +256,13 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 'm': total = (size_t)atol(optarg) << 20; break;
+		case 'r': reps = (unsigned int)atoi(optarg); break;
 		case 'o': b.only = !strcmp(optarg, "gate_up") ? 1 : 2; break;
 		default:
-			fprintf(stderr, "usage: simd-bench [-q int8|int4|bf16] "
+			fprintf(stderr, "usage: simd-bench [-q int8|int4|bf16|fp8|q8_0|q4_k|...] "
 				"[-T tokens] [-H hidden] [-I inter] "
 				"[-t threads] [-i isa] [-m weight MiB] "
-				"[-o gate_up|down]\n");
+				"[-o gate_up|down] [-r passes]\n");
 			return 2;
 		}
 	}
@@ -267,7 +283,7 @@ int main(int argc, char **argv)
 	/* warm up, then about 0.5-2 s of work */
 	b.reps = 1;
 	core_ctx_exec(ctx, run_exec, &b);
-	b.reps = T > 64 ? 3 : 4;
+	b.reps = reps ? reps : T > 64 ? 3 : 4;
 	core_ctx_exec(ctx, run_exec, &b);
 	bytes = (double)b.l.total * b.n_exp * b.reps;
 	ops = 2.0 * 3.0 * H * I * (double)T * b.n_exp * b.reps;
