@@ -534,11 +534,10 @@ static void quant_q4_k(const struct kern_pack_layout *l0, enum kern_mat_id id,
 	struct kern_pack_layout ml_;
 	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
 	const int top = l->quant == KT_QUANT_Q5_K ? 31 : 15;
-	struct kern_qk_mat m;
+	struct kern_qk_rec m;
 	unsigned int N, K, s, j, i;
 
 	mat_dims(l, id, &N, &K);
-	kern_qk_mat_at(l->quant, blob + l->scales_off[id], N, K, &m);
 	for (s = 0; s < K / KERN_Q4_K_SUPER; s++) {
 		float step[8], off[8], dmax = 0, mmax = 0, d, dm;
 
@@ -557,14 +556,16 @@ static void quant_q4_k(const struct kern_pack_layout *l0, enum kern_mat_id id,
 		}
 		d = kern_f16_to_f32(kern_f32_to_f16(dmax / 63.0f));
 		dm = kern_f16_to_f32(kern_f32_to_f16(mmax / 63.0f));
-		m.d[(size_t)s * N + n] = d;
-		m.dmin[(size_t)s * N + n] = dm;
+		kern_qk_rec_at(l->quant, blob + l->scales_off[id], K, n,
+			       s * KERN_Q4_K_SUPER, &m);
+		m.d[0] = d;
+		m.dmin[0] = dm;
 		for (j = 0; j < 8; j++) {
 			const float *x = v + s * KERN_Q4_K_SUPER + j * 32;
 			int sc = d > 0 ? (int)roundf(step[j] / d) : 0;
 			int mn = dm > 0 ? (int)roundf(off[j] / dm) : 0;
 			float ds, mo;
-			size_t at = (size_t)(s * 8 + j) * N + n;
+			size_t at = (size_t)j * KERN_QK_REC_ROWS;
 
 			sc = sc > 63 ? 63 : sc;
 			mn = mn > 63 ? 63 : mn;
@@ -592,11 +593,10 @@ static void quant_q6_k(const struct kern_pack_layout *l0, enum kern_mat_id id,
 {
 	struct kern_pack_layout ml_;
 	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
-	struct kern_qk_mat m;
+	struct kern_qk_rec m;
 	unsigned int N, K, s, j, i;
 
 	mat_dims(l, id, &N, &K);
-	kern_qk_mat_at(l->quant, blob + l->scales_off[id], N, K, &m);
 	for (s = 0; s < K / KERN_Q4_K_SUPER; s++) {
 		const float *x = v + s * KERN_Q4_K_SUPER;
 		float step[16], smax = 0, d;
@@ -606,13 +606,15 @@ static void quant_q6_k(const struct kern_pack_layout *l0, enum kern_mat_id id,
 			smax = step[j] > smax ? step[j] : smax;
 		}
 		d = kern_f16_to_f32(kern_f32_to_f16(smax / 127.0f));
-		m.d[(size_t)s * N + n] = d;
+		kern_qk_rec_at(l->quant, blob + l->scales_off[id], K, n,
+			       s * KERN_Q4_K_SUPER, &m);
+		m.d[0] = d;
 		for (j = 0; j < 16; j++) {
 			int sc = d > 0 ? (int)roundf(step[j] / d) : 0;
 			float ds;
 
 			sc = sc > 127 ? 127 : sc;
-			m.sc[(size_t)(s * 16 + j) * N + n] = (uint8_t)sc;
+			m.sc[(size_t)j * KERN_QK_REC_ROWS] = (uint8_t)sc;
 			ds = d * (float)sc;
 			for (i = 0; i < 16; i++) {
 				int t = ds > 0 ? (int)roundf(x[j * 16 + i] /
@@ -823,26 +825,29 @@ int kern_pack_rows_qk(const struct kern_pack_layout *l0, enum kern_mat_id id,
 {
 	struct kern_pack_layout ml_;
 	const struct kern_pack_layout *l = kern_pack_for(l0, id, &ml_);
-	struct kern_qk_mat m;
+	struct kern_qk_rec m;
 	unsigned int N, K, r, s, j, sg = kern_qk_sub(l->quant);
+	unsigned int per = KERN_Q4_K_SUPER / sg;	/* sub-blocks of one */
 
 	if (!kern_quant_is_k(l->quant))
 		return -EINVAL;
 	mat_dims(l, id, &N, &K);
-	kern_qk_mat_at(l->quant, blob + l->scales_off[id], N, K, &m);
 	for (r = 0; r < KERN_TILE_ROWS; r++) {
 		unsigned int n = nb * KERN_TILE_ROWS + r;
 
 		for (s = 0; s < K / KERN_Q4_K_SUPER; s++) {
-			m.d[(size_t)s * N + n] = d[r * (K / 256) + s];
+			const size_t at = (size_t)r * (K / sg) + s * per;
+
+			kern_qk_rec_at(l->quant, blob + l->scales_off[id], K, n,
+				       s * KERN_Q4_K_SUPER, &m);
+			m.d[0] = d[r * (K / 256) + s];
 			if (m.dmin)
-				m.dmin[(size_t)s * N + n] =
-					dmin[r * (K / 256) + s];
-		}
-		for (j = 0; j < K / sg; j++) {
-			m.sc[(size_t)j * N + n] = sc[r * (K / sg) + j];
-			if (m.mn)
-				m.mn[(size_t)j * N + n] = mn[r * (K / sg) + j];
+				m.dmin[0] = dmin[r * (K / 256) + s];
+			for (j = 0; j < per; j++) {
+				m.sc[j * KERN_QK_REC_ROWS] = sc[at + j];
+				if (m.mn)
+					m.mn[j * KERN_QK_REC_ROWS] = mn[at + j];
+			}
 		}
 	}
 	write_tiles(l, id, blob + l->tiles_off[id], N, K, nb, q);
@@ -895,11 +900,11 @@ float kern_pack_get(const struct kern_pack_layout *l0, enum kern_mat_id id,
 	case KT_QUANT_Q4_K:
 	case KT_QUANT_Q5_K:
 	case KT_QUANT_Q6_K: {
-		struct kern_qk_mat m;
+		struct kern_qk_rec m;
 		unsigned int c = k % KERN_TILE_K_INT4, hb = kern_qk_hi_bits(l->quant), sh;
 		int v = c < KERN_INT4_HI_K ? (*p & 0xf) : (*p >> 4);
-		size_t s = (size_t)(k / 256) * N + n;
-		size_t j = (size_t)(k / kern_qk_sub(l->quant)) * N + n;
+		size_t j = (size_t)(k % KERN_Q4_K_SUPER /
+				    kern_qk_sub(l->quant)) * KERN_QK_REC_ROWS;
 
 		if (hb) {
 			const uint8_t *t = p - kern_tile_byte(l->quant,
@@ -911,11 +916,11 @@ float kern_pack_get(const struct kern_pack_layout *l0, enum kern_mat_id id,
 
 			v |= ((t[o] >> sh) & ((1 << hb) - 1)) << 4;
 		}
-		kern_qk_mat_at(l->quant, blob + l->scales_off[id], N, K, &m);
+		kern_qk_rec_at(l->quant, blob + l->scales_off[id], K, n, k, &m);
 		if (l->quant == KT_QUANT_Q6_K)
-			return m.d[s] * (float)(int8_t)m.sc[j] * (float)(v - 32);
-		return m.d[s] * (float)m.sc[j] * (float)v -
-		       m.dmin[s] * (float)m.mn[j];
+			return m.d[0] * (float)(int8_t)m.sc[j] * (float)(v - 32);
+		return m.d[0] * (float)m.sc[j] * (float)v -
+		       m.dmin[0] * (float)m.mn[j];
 	}
 	case KT_QUANT_INT4: {
 		int nib = k % KERN_TILE_K_INT4 < KERN_INT4_HI_K ? (*p & 0xf) :

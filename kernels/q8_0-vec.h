@@ -7,6 +7,8 @@
  * oracle (q8_0-scalar.c). The s8 x s8 dot: on AVX-512 VNNI vpdpbusd of the
  * line flipped to u8 (w + 128; the 128 * sum(x) of the group taken back);
  * on AVX2 vpmaddubsw of |w| with x signed by w (2 * 128 * 127 < 32768).
+ * Down goes chunk by chunk over a run of rows (rows-vec.h), so that its
+ * chunk-major tiles stream.
  *
  * Included by kernels/q8_0-{avx2,avx512}.c after defining VEC_BITS and
  * VEC_ISA.
@@ -20,6 +22,7 @@
 #define LINE	KERN_TILE_ROW_BYTES
 #define GLINES	(Q8G / KERN_TILE_LANE_BYTES)	/* lines of one group: 8 */
 #define PF	(4 * 1024)		/* prefetch distance, bytes */
+#define DOWN_NSUB 1024			/* down rows summed in scratch */
 
 #if VEC_BITS == 512
 #define Q8_BIAS	128			/* what wline() adds to each w */
@@ -61,7 +64,7 @@ void VNAME(kern_act_prepare_q8_0)(const void *src, size_t src_stride,
 size_t VNAME(kern_scratch_bytes_q8_0)(const struct kern_geom *g,
 				      unsigned int max_m)
 {
-	return 0;
+	return sizeof(float) * MR * DOWN_NSUB;
 }
 
 AI vi bcast4(const uint8_t *p)
@@ -141,47 +144,44 @@ void VNAME(kern_gate_up_q8_0)(const struct kern_gate_up_args *a)
 	KERN_VEC_ROWS(gate_up_block, a, MR);
 }
 
-AI void down_block(const struct kern_down_args *a, unsigned int n,
+/* down: chunk @c of rows [n, n + VF_LANES), tokens [i, i + M), added to
+ * part[m * nsub] */
+AI void down_chunk(const struct kern_down_args *a, unsigned int n,
+		   unsigned int c, float *part, unsigned int nsub,
 		   unsigned int i, const int M)
 {
-	const unsigned int kc = a->kc, c0 = a->k0 / kc;
+	const unsigned int kc = a->kc;
 	const size_t crow = kern_q8_0_row_bytes(kc);
 	const uint8_t *x[MR];
 	vf f[MR];
-	unsigned int c, gg;
+	unsigned int gg;
 	int m;
 
 #pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		f[m] = vf_zero();
-	for (c = c0; c < a->k1 / kc; c++) {
-#pragma GCC unroll 8
-		for (m = 0; m < M; m++)
-			x[m] = a->act + (i + m) * a->act_stride +
-			       (c - c0) * crow;
-		for (gg = 0; gg < kc / Q8G; gg++) {
-			unsigned int k = c * kc + gg * Q8G;
-			const uint8_t *t = a->down->tiles + kern_tile_off(
-				kern_tile_kcm(a->N, kc, KERN_TILE_K_INT8,
-					      n / KERN_TILE_ROWS,
-					      k / KERN_TILE_K_INT8)) +
-				(k % KERN_TILE_K_INT8) / Q8G * GLINES * LINE +
-				n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
-
-			group_dot(t, vf_load(a->down->scales +
-					(size_t)(k / Q8G) * a->N + n),
-				  x, gg * Q8G, gg, kc, M, f);
-		}
-	}
-#pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
-		float *y = a->y + a->y_rows[i + m] * a->y_stride + n;
-
-		vf_store(y, vf_fmadd(vf_set1(a->w[i + m]), f[m], vf_load(y)));
+		x[m] = a->act + (i + m) * a->act_stride +
+		       (c - a->k0 / kc) * crow;
+		f[m] = vf_load(part + m * nsub);
 	}
+	for (gg = 0; gg < kc / Q8G; gg++) {
+		unsigned int k = c * kc + gg * Q8G;
+		const uint8_t *t = a->down->tiles + kern_tile_off(
+			kern_tile_kcm(a->N, kc, KERN_TILE_K_INT8,
+				      n / KERN_TILE_ROWS,
+				      k / KERN_TILE_K_INT8)) +
+			(k % KERN_TILE_K_INT8) / Q8G * GLINES * LINE +
+			n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
+
+		group_dot(t, vf_load(a->down->scales +
+				(size_t)(k / Q8G) * a->N + n),
+			  x, gg * Q8G, gg, kc, M, f);
+	}
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		vf_store(part + m * nsub, f[m]);
 }
 
 void VNAME(kern_down_q8_0)(const struct kern_down_args *a)
 {
-	KERN_VEC_ROWS(down_block, a, MR);
+	KERN_VEC_DOWN(down_chunk, a, MR, DOWN_NSUB);
 }

@@ -36,21 +36,21 @@ static float row_dot(enum kt_quant q, const struct kern_mat *m,
 		     unsigned int k0, unsigned int K, const uint8_t *x,
 		     bool kcm, unsigned int kc)
 {
-	struct kern_qk_mat s;
+	struct kern_qk_rec s;
 	const float *xs = kern_qk_row_scales(x, K);
 	const int32_t *xsum = kern_qk_row_sums(x, K);
 	unsigned int B = kern_qk_act_block(K), sg = kern_qk_sub(q), b, j, c;
 	float acc = 0.0f;
 
-	kern_qk_mat_at(q, m->scales, N, Kw, &s);
 	for (b = 0; b < K / B; b++) {
-		unsigned int kb = k0 + b * B, sb = kb / KERN_Q4_K_SUPER;
+		unsigned int kb = k0 + b * B;
 		int32_t sumi = 0, summ = 0;
-		float d = s.d[(size_t)sb * N + n];
 
+		kern_qk_rec_at(q, m->scales, Kw, n, kb, &s);
 		for (j = 0; j < B / sg; j++) {
 			unsigned int k = kb + j * sg;
-			size_t sj = (size_t)(k / sg) * N + n;
+			size_t sj = (size_t)(k % KERN_Q4_K_SUPER / sg) *
+				    KERN_QK_REC_ROWS;
 			const uint8_t *t = m->tiles + kern_tile_off_q(q, kcm ?
 				kern_tile_kcm(N, kc, KERN_TILE_K_INT4,
 					      n / KERN_TILE_ROWS,
@@ -72,11 +72,10 @@ static float row_dot(enum kt_quant q, const struct kern_mat *m,
 			}
 		}
 		if (q == KT_QUANT_Q6_K)
-			acc += xs[b] * (d * (float)(sumi - 32 * summ));
+			acc += xs[b] * (s.d[0] * (float)(sumi - 32 * summ));
 		else
-			acc += xs[b] * (d * (float)sumi -
-					s.dmin[(size_t)sb * N + n] *
-					(float)summ);
+			acc += xs[b] * (s.d[0] * (float)sumi -
+					s.dmin[0] * (float)summ);
 	}
 	return acc;
 }

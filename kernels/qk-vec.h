@@ -8,7 +8,8 @@
  * sub-block the int32 dots are scaled by its scale, the activation sums by
  * its min (Q6_K: its scale, the -32), and per activation block one f32
  * FMA. A vector covers VF_LANES output rows: a whole line (16 rows of 4
- * bytes) on 512 bits, half of one on 256.
+ * bytes) on 512 bits, half of one on 256. Down goes chunk by chunk over
+ * a run of rows (rows-vec.h), so that its chunk-major tiles stream.
  *
  * Included by kernels/q{4,5,6}_k-{avx2,avx512}.c after defining VEC_BITS,
  * VEC_ISA (avx2, avx512), QK_T (q4_k, q5_k, q6_k) and QK_Q (its enum).
@@ -25,6 +26,8 @@
 #define QK_LINE		KERN_TILE_ROW_BYTES
 #define MR		(VEC_BITS == 512 ? 4 : 2)	/* tokens at once */
 #define PF		(4 * 1024)
+/* down rows whose partial sums stay in scratch while the chunks pass */
+#define DOWN_NSUB	1024
 /* the per-ISA name of @name for this quantization: name_q6_k_avx2 */
 #define QNAME(name)	VCAT(VCAT(name, QK_T), VEC_ISA)
 
@@ -45,7 +48,7 @@ void QNAME(kern_act_prepare)(const void *src, size_t src_stride,
 size_t QNAME(kern_scratch_bytes)(const struct kern_geom *g,
 				 unsigned int max_m)
 {
-	return 0;
+	return sizeof(float) * MR * DOWN_NSUB;
 }
 
 AI vi bcast4(const uint8_t *p)
@@ -86,14 +89,15 @@ AI vi load_sc(const uint8_t *p)
 }
 
 /*
- * One activation block of @nt tiles (consecutive in memory from @t) of
- * rows [n, n + VF_LANES): column @kw (in the weight matrix) of its first
- * value, @xo its offset in the activation rows x[m] (of K @kx), block @xb.
+ * One activation block of @nt tiles (consecutive in memory from @t, all in
+ * the super-block whose scales @r gives for row @n) of rows [n, n +
+ * VF_LANES): column @kw (in the weight matrix) of its first value, @xo its
+ * offset in the activation rows x[m] (of K @kx), block @xb.
  */
-AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
-	      unsigned int N, unsigned int n, unsigned int kw,
-	      const uint8_t *const *x, unsigned int kx, unsigned int xo,
-	      unsigned int xb, const int M, vf *acc)
+AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_rec *r,
+	      unsigned int n, unsigned int kw, const uint8_t *const *x,
+	      unsigned int kx, unsigned int xo, unsigned int xb, const int M,
+	      vf *acc)
 {
 	const vi lo4 = vi_set1_8(0x0f);
 	/* this vector's rows within a line (a half line on 256 bits) */
@@ -112,7 +116,8 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 
 		for (h = 0; h < 2; h++) {
 			/* low nibbles: k 32h + 4j.., high: 64 + 32h + 4j.. */
-			unsigned int k0 = kw + tt * KERN_TILE_K_INT4 + h * 32;
+			unsigned int k0 = kw % KERN_Q4_K_SUPER +
+					  tt * KERN_TILE_K_INT4 + h * 32;
 			unsigned int x0 = xo + tt * KERN_TILE_K_INT4 + h * 32;
 			vi dl[2][MR], dh[2][MR], hv = vi_zero();
 
@@ -148,14 +153,16 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 				}
 			}
 			for (sb = 0; sb < QK_NS; sb++) {
-				size_t il = (size_t)(k0 / QK_SG + sb) * N + n;
-				size_t ih = (size_t)((k0 + 64) / QK_SG + sb) * N + n;
-				vi scl = load_sc(s->sc + il), sch = load_sc(s->sc + ih);
+				/* sub-blocks k0 / QK_SG + sb and 64 later */
+				size_t il = (size_t)(k0 / QK_SG + sb) *
+					    KERN_QK_REC_ROWS;
+				size_t ih = il + 64 / QK_SG * KERN_QK_REC_ROWS;
+				vi scl = load_sc(r->sc + il), sch = load_sc(r->sc + ih);
 				vi mnl = scl, mnh = sch;
 
 				if (QK_Q != KT_QUANT_Q6_K) {
-					mnl = vi_load_u8(s->mn + il);
-					mnh = vi_load_u8(s->mn + ih);
+					mnl = vi_load_u8(r->mn + il);
+					mnh = vi_load_u8(r->mn + ih);
 				}
 #pragma GCC unroll 8
 				for (m = 0; m < M; m++) {
@@ -173,7 +180,7 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 			}
 		}
 	}
-	d = vf_load(s->d + (size_t)(kw / KERN_Q4_K_SUPER) * N + n);
+	d = vf_load(r->d);
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
 		vf dx = vf_set1(kern_qk_row_scales(x[m], kx)[xb]);
@@ -184,8 +191,7 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 
 			acc[m] = vf_fmadd(dx, vf_mul(d, vf_cvt_f32(si)), acc[m]);
 		} else {
-			vf dm = vf_load(s->dmin +
-					(size_t)(kw / KERN_Q4_K_SUPER) * N + n);
+			vf dm = vf_load(r->dmin);
 
 			acc[m] = vf_fmadd(dx, vf_fmsub(d, vf_cvt_f32(sumi[m]),
 					  vf_mul(dm, vf_cvt_f32(summ[m]))),
@@ -195,22 +201,23 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_mat *s,
 }
 
 /* gate or up rows [n, n + VF_LANES) for M tokens: K = H in blocks of 256 */
-AI void mat_rows(const struct kern_mat *mat, unsigned int N, unsigned int K,
-		 unsigned int n, const uint8_t *const *x, const int M, vf *acc)
+AI void mat_rows(const struct kern_mat *mat, unsigned int K, unsigned int n,
+		 const uint8_t *const *x, const int M, vf *acc)
 {
-	struct kern_qk_mat s;
+	struct kern_qk_rec r;
 	unsigned int b;
 	int m;
 
-	kern_qk_mat_at(QK_Q, mat->scales, N, K, &s);
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		acc[m] = vf_zero();
-	for (b = 0; b < K / KERN_Q4_K_SUPER; b++)
+	for (b = 0; b < K / KERN_Q4_K_SUPER; b++) {
+		kern_qk_rec_at(QK_Q, mat->scales, K, n, b * KERN_Q4_K_SUPER, &r);
 		block(mat->tiles + kern_tile_off_q(QK_Q, kern_tile_rbm(K,
 				KERN_TILE_K_INT4, n / KERN_TILE_ROWS, b * 2)),
-		      2, &s, N, n, b * KERN_Q4_K_SUPER, x, K,
+		      2, &r, n, b * KERN_Q4_K_SUPER, x, K,
 		      b * KERN_Q4_K_SUPER, b, M, acc);
+	}
 }
 
 AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
@@ -223,8 +230,8 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		x[m] = a->act + a->act_rows[i + m] * a->act_stride;
-	mat_rows(a->gate, a->N, a->K, n, x, M, fg);
-	mat_rows(a->up, a->N, a->K, n, x, M, fu);
+	mat_rows(a->gate, a->K, n, x, M, fg);
+	mat_rows(a->up, a->K, n, x, M, fu);
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		vf_store(a->out + (i + m) * a->out_stride + (n - a->n0),
@@ -236,42 +243,42 @@ void QNAME(kern_gate_up)(const struct kern_gate_up_args *a)
 	KERN_VEC_ROWS(gate_up_block, a, MR);
 }
 
-/* down: each KC chunk is one activation block and KC / 128 tiles */
-AI void down_block(const struct kern_down_args *a, unsigned int n,
+/*
+ * down: chunk @c (one activation block, KC / 128 tiles of one super-block)
+ * of rows [n, n + VF_LANES), tokens [i, i + M), added to part[m * nsub]
+ */
+_Static_assert(KERN_DOWN_CHUNK <= KERN_Q4_K_SUPER &&
+	       KERN_Q4_K_SUPER % KERN_DOWN_CHUNK == 0,
+	       "block() takes the tiles of one super-block");
+
+AI void down_chunk(const struct kern_down_args *a, unsigned int n,
+		   unsigned int c, float *part, unsigned int nsub,
 		   unsigned int i, const int M)
 {
-	const unsigned int kc = a->kc, c0 = a->k0 / kc;
+	const unsigned int kc = a->kc;
 	const size_t crow = kern_qk_row_bytes(kc, QK_SG);
-	struct kern_qk_mat s;
+	struct kern_qk_rec r;
 	const uint8_t *x[MR];
 	vf f[MR];
-	unsigned int c;
 	int m;
 
-	kern_qk_mat_at(QK_Q, a->down->scales, a->N, a->K, &s);
-#pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		f[m] = vf_zero();
-	for (c = c0; c < a->k1 / kc; c++) {
-#pragma GCC unroll 8
-		for (m = 0; m < M; m++)
-			x[m] = a->act + (i + m) * a->act_stride +
-			       (c - c0) * crow;
-		block(a->down->tiles + kern_tile_off_q(QK_Q, kern_tile_kcm(a->N,
-				kc, KERN_TILE_K_INT4, n / KERN_TILE_ROWS,
-				c * kc / KERN_TILE_K_INT4)),
-		      kc / KERN_TILE_K_INT4, &s, a->N, n, c * kc, x, kc, 0, 0,
-		      M, f);
-	}
+	kern_qk_rec_at(QK_Q, a->down->scales, a->K, n, c * kc, &r);
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
-		float *y = a->y + a->y_rows[i + m] * a->y_stride + n;
-
-		vf_store(y, vf_fmadd(vf_set1(a->w[i + m]), f[m], vf_load(y)));
+		x[m] = a->act + (i + m) * a->act_stride +
+		       (c - a->k0 / kc) * crow;
+		f[m] = vf_load(part + m * nsub);
 	}
+	block(a->down->tiles + kern_tile_off_q(QK_Q, kern_tile_kcm(a->N, kc,
+			KERN_TILE_K_INT4, n / KERN_TILE_ROWS,
+			c * kc / KERN_TILE_K_INT4)),
+	      kc / KERN_TILE_K_INT4, &r, n, c * kc, x, kc, 0, 0, M, f);
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		vf_store(part + m * nsub, f[m]);
 }
 
 void QNAME(kern_down)(const struct kern_down_args *a)
 {
-	KERN_VEC_ROWS(down_block, a, MR);
+	KERN_VEC_DOWN(down_chunk, a, MR, DOWN_NSUB);
 }

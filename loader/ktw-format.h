@@ -11,8 +11,9 @@
 
 #define KTW_MAGIC		"KTWMOE\r\n"	/* CR LF catch text-mode copies */
 #define KTW_VERSION_MAJOR	2
-#define KTW_VERSION_MINOR	3	/* 2.1: quant 4, FP8; 2.2: down_quant;
-					 * 2.3: act, padding, biases */
+#define KTW_VERSION_MINOR	4	/* 2.1: quant 4, FP8; 2.2: down_quant;
+					 * 2.3: act, padding, biases;
+					 * 2.4: K-quant scale records */
 #define KTW_ALIGN		4096u	/* every region and blob starts here */
 #define KTW_HEADER_BYTES	4096u	/* the header region, padded */
 #define KTW_MAX_LAYERS		4096u
@@ -38,8 +39,16 @@
 #define KTW_F_ACT		(1u << 1)
 #define KTW_F_PADDED		(1u << 2)
 #define KTW_F_BIAS		(1u << 3)
+/*
+ * 2.4: the scales of Q4_K, Q5_K and Q6_K matrices are one record per 16
+ * rows and super-block (kernels/qk-layout.h). Set in every file with a
+ * K-quant matrix: a 2.0..2.3 reader refuses the file, and a file without
+ * it holds the earlier [K/256][N] layout, which this kt refuses with a
+ * message to re-run kt convert.
+ */
+#define KTW_F_QK_REC		(1u << 4)
 #define KTW_F_ALL		(KTW_F_DOWN_QUANT | KTW_F_ACT | KTW_F_PADDED | \
-				 KTW_F_BIAS)
+				 KTW_F_BIAS | KTW_F_QK_REC)
 /* the flags of 2.3 (their fields follow the 2.2 header) */
 #define KTW_F_2_3		(KTW_F_ACT | KTW_F_PADDED | KTW_F_BIAS)
 #define KTW_HEADER_2_2_BYTES	192u

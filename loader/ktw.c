@@ -184,6 +184,14 @@ int ldr_ktw_check_bias(const struct ktw_header *h, const void *sec)
 	return 0;
 }
 
+/* Whether gate/up or down of @h is Q4_K, Q5_K or Q6_K. */
+static bool ktw_has_k_quant(const struct ktw_header *h)
+{
+	return kern_quant_is_k((enum kt_quant)h->quant) ||
+	       ((h->flags & KTW_F_DOWN_QUANT) &&
+		kern_quant_is_k((enum kt_quant)h->down_quant));
+}
+
 int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 			 struct ldr_geom *geom)
 {
@@ -235,6 +243,19 @@ int ldr_ktw_check_header(const struct ktw_header *h, uint64_t file_len,
 		return ldr_err(-EINVAL, "header flags %#x in a %u.%u header of %u bytes (2.3 added them, with a header of %zu)",
 			       h->flags & KTW_F_2_3, h->version_major,
 			       h->version_minor, h->header_size, sizeof(*h));
+	if ((h->flags & KTW_F_QK_REC) && h->version_minor < 4)
+		return ldr_err(-EINVAL, "K-quant record flag in a %u.%u header (2.4 added it)",
+			       h->version_major, h->version_minor);
+	if ((h->flags & KTW_F_QK_REC) && !ktw_has_k_quant(h))
+		return ldr_err(-EINVAL, "K-quant record flag in a file of %s without a Q4_K, Q5_K or Q6_K matrix",
+			       kt_quant_name((enum kt_quant)h->quant));
+	if (!(h->flags & KTW_F_QK_REC) && ktw_has_k_quant(h))
+		return ldr_err(-EINVAL,
+			       "%s scales without the record flag of .ktw 2.4 (version %u.%u: written before 2.4, in the layout kt no longer reads): re-run kt convert on the source model",
+			       kt_quant_name(kern_quant_is_k((enum kt_quant)h->quant) ?
+					     (enum kt_quant)h->quant :
+					     (enum kt_quant)h->down_quant),
+			       h->version_major, h->version_minor);
 	if (!dim_ok(h->hidden) || !dim_ok(h->inter))
 		return ldr_err(-EINVAL, "bad geometry: hidden %u, inter %u (multiples of 128 up to %u)",
 			       h->hidden, h->inter, KTW_MAX_DIM);
@@ -380,6 +401,8 @@ int ldr_ktw_layout(struct ktw_header *h, const struct ldr_geom *g,
 		h->flags = KTW_F_DOWN_QUANT;
 		h->down_quant = (uint32_t)g->down_quant;
 	}
+	if (kern_quant_is_k(g->quant) || kern_quant_is_k(g->down_quant))
+		h->flags |= KTW_F_QK_REC;
 	h->hidden = g->hidden;
 	h->inter = g->inter;
 	h->n_experts = n_experts;

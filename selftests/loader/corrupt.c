@@ -400,22 +400,30 @@ TEST(ktw_down_quant_header)
 	fclose(f);
 	unlink(out);
 	h = (struct ktw_header *)img;
-	EXPECT_EQ(h->flags, KTW_F_DOWN_QUANT);
+	EXPECT_EQ(h->flags, KTW_F_DOWN_QUANT | KTW_F_QK_REC);
 	EXPECT_EQ(h->down_quant, (uint32_t)KT_QUANT_Q6_K);
-	for (i = 0; i < 6; i++) {
+	/* a 2.3 reader knows neither the record layout nor its flag */
+	EXPECT_TRUE(h->flags & ~(uint32_t)(KTW_F_DOWN_QUANT | KTW_F_2_3));
+	for (i = 0; i < 8; i++) {
 		struct ktw_header keep = *h;
 
 		switch (i) {
-		case 0: h->flags = 0; break;	/* the field alone */
-		case 1: h->flags = 0; h->down_quant = 0; break;	/* one type */
+		case 0: h->flags = KTW_F_QK_REC; break;	/* the field alone */
+		case 1: h->flags = KTW_F_QK_REC; h->down_quant = 0; break;
 		case 2: h->version_minor = 1; break;
 		case 3: h->down_quant = KT_QUANT_Q5_K; break;	/* sizes */
 		case 4: h->down_quant = KT_QUANT_BF16; break;
 		case 5: h->flags |= 1u << 5; break;
+		/* scales in the layout before 2.4, or the flag in 2.3 */
+		case 6: h->flags &= ~KTW_F_QK_REC; break;
+		case 7: h->version_minor = 3; break;
 		}
 		reseal(img);
 		EXPECT_EQ(open_img(ctx, bad, img, len), -EINVAL);
 		TH_LOG("case %d: %s", i, kt_last_error());
+		if (i == 6)
+			EXPECT_NE(strstr(kt_last_error(),
+					 "re-run kt convert"), NULL);
 		*h = keep;
 	}
 	reseal(img);
@@ -572,7 +580,7 @@ TEST_F(oss, header_and_old_readers)
 				    .flags = KT_MODEL_F_GPU_UPLOAD };
 
 	ASSERT_EQ(kt_ktw_inspect(self->good, &info, NULL, 0), 0);
-	EXPECT_EQ(info.version_minor, 3u);
+	EXPECT_EQ(info.version_minor, KTW_VERSION_MINOR);
 	EXPECT_EQ(info.hidden, 160u);
 	EXPECT_EQ(info.inter, 96u);
 	EXPECT_EQ(info.hidden_packed, 256u);
@@ -638,8 +646,8 @@ TEST_F(oss, header_and_old_readers)
 	EXPECT_NE(strstr(kt_last_error(), "biases"), NULL);
 }
 
-/* A plain file is 2.3 with flags 0, readable by a 2.2 reader; a genuine
- * 2.2 one (a 192-byte header) reads as it always did. */
+/* A plain file (no K-quant) is 2.4 with flags 0, readable by a 2.2
+ * reader; a genuine 2.2 one (a 192-byte header) reads as it always did. */
 TEST(ktw_2_3_plain_and_2_2)
 {
 	struct tck c = TCK(TCK_QWEN, TCK_BF16, 128, 128, 3, 2, 2, 1, 31);
@@ -667,7 +675,7 @@ TEST(ktw_2_3_plain_and_2_2)
 	ASSERT_EQ(fread(img, 1, len, f), len);
 	fclose(f);
 	h = (struct ktw_header *)img;
-	EXPECT_EQ(h->version_minor, 3);
+	EXPECT_EQ(h->version_minor, KTW_VERSION_MINOR);
 	EXPECT_EQ(h->flags, 0u);
 	EXPECT_FALSE(reader_2_2_refuses(h));
 	/* the 2.3 fields are all zero: a 2.2 header of 192 bytes */
@@ -703,7 +711,7 @@ TEST_F(oss, header_fields)
 	struct ktw_header *h = (struct ktw_header *)img;
 	int i;
 
-	for (i = 0; i < 31; i++) {
+	for (i = 0; i < 32; i++) {
 		char what[32];
 
 		memcpy(img, self->img, self->len);
@@ -738,9 +746,10 @@ TEST_F(oss, header_fields)
 		case 26: h->version_minor = 2; break;	/* 2.2 lacks them */
 		case 27: h->header_size = KTW_HEADER_2_2_BYTES; break;
 		case 28: h->file_size += 4096; break;	/* not the bias end */
-		case 29: h->flags |= 1u << 4; break;	/* unknown */
+		case 29: h->flags |= 1u << 5; break;	/* unknown */
 		case 30: h->flags &= ~(KTW_F_ACT | KTW_F_PADDED | KTW_F_BIAS);
 			break;
+		case 31: h->flags |= KTW_F_QK_REC; break;	/* MXFP4 */
 		}
 		reseal_sized(img);
 		snprintf(what, sizeof(what), "2.3 field case %d", i);

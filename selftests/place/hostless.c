@@ -206,7 +206,11 @@ TEST_F_TIMEOUT(hl, ops_stay_whole_while_replacing, 240)
 	ASSERT_EQ(kt_ring_init(self->ctx, 8, &ring), 0);
 	ASSERT_EQ(pthread_create(&th[0], NULL, flip_thread, &fl), 0);
 	ASSERT_EQ(pthread_create(&th[1], NULL, reupload_thread, &up), 0);
-	for (round = 0; round < 40; round++) {
+	/* 40 rounds, and more until the flipper has had its turns (on two
+	 * cores the workers may starve it): every fourth flip is refused */
+	for (round = 0; round < 40 ||
+	     (__atomic_load_n(&fl.flips, __ATOMIC_RELAXED) < 8 &&
+	      round < 4000); round++) {
 		for (i = 0; i < 8; i++) {
 			struct kt_moe_args a = {
 				.x = self->x, .ids = self->ids, .w = self->w,
