@@ -137,9 +137,17 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_rec *r,
 				if (QK_HB) {
 					unsigned int pos = 2 * QK_HB * (L % per);
 
-					if (L % per == 0)
-						hv = vi_load(tp + KERN_TILE_BYTES +
-							     L / per * QK_LINE + ro);
+					/* the tile's high-bit lines follow its
+					 * nibble lines: prefetched too */
+					if (L % per == 0) {
+						const uint8_t *hp = tp +
+							KERN_TILE_BYTES +
+							L / per * QK_LINE + ro;
+
+						hv = vi_load(hp);
+						_mm_prefetch((const char *)hp + PF,
+							     _MM_HINT_T0);
+					}
 					wl = vi_or(wl, hi_at(hv, pos));
 					wh = vi_or(wh, hi_at(hv, pos + QK_HB));
 				}
