@@ -134,12 +134,16 @@ static const uint8_t *atile(const struct fp8_amx *s, unsigned int nkb,
 /* @n adjacent FP8 tiles at @t to 2 @n BF16 tiles at @d. */
 static void widen(const uint8_t *t, unsigned int n, uint8_t *d)
 {
-	const __m512i tbl = fp8_sub_table();
+	const struct fp8_tbl tbl = fp8_tables();
 	unsigned int h;
 
-	for (h = 0; h < n * KERN_TILE_BYTES / 32; h++)
-		_mm512_storeu_si512((void *)(d + (size_t)h * LINE),
-				    fp8_bf16(t + (size_t)h * 32, tbl));
+	for (h = 0; h < n * KERN_TILE_BYTES / 32; h += 2) {
+		__m512i h0, h1;
+
+		fp8_bf16_line(t + (size_t)h * 32, &tbl, &h0, &h1);
+		_mm512_storeu_si512((void *)(d + (size_t)h * LINE), h0);
+		_mm512_storeu_si512((void *)(d + (size_t)(h + 1) * LINE), h1);
+	}
 }
 
 /* f[i][0:16] += c[i][0:16] * s for the rows i < @rows of one C tile. */

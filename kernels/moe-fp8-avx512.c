@@ -54,44 +54,53 @@ AI void mk_dot(const uint8_t *gw, const uint8_t *uw, const int two,
 	       __m512 *og, __m512 *ou)
 {
 	const int CH = M <= 3 ? 2 : 1;
-	const __m512i tbl = fp8_sub_table();
+	const struct fp8_tbl tbl = fp8_tables();
 	__m512 ag[2][MR], au[2][MR];
-	int m, c, h;
+	int m, c, h, j;
 
 #pragma GCC unroll 16
 	for (c = 0; c < CH; c++)
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			ag[c][m] = au[c][m] = _mm512_setzero_ps();
-	for (h = 0; h < BT * NHALF; h++) {
-		const int s = CH == 2 ? (h & 1) : 0;
-		__m512i wg, wu;
+	/* a tile line at a time: k pairs h and h + 1 */
+	for (h = 0; h < BT * NHALF; h += 2) {
+		__m512i wg[2], wu[2];
 
 		if (wide) {
-			wg = _mm512_load_si512(gw + h * 64);
-			wu = two ? _mm512_load_si512(uw + h * 64) : wg;
-		} else {
-			wg = fp8_bf16(gw + h * HALF, tbl);
-			wu = two ? fp8_bf16(uw + h * HALF, tbl) : wg;
-			if (!(h & 1)) {
-				_mm_prefetch((const char *)gw + PF_DIST +
-					     h * HALF, _MM_HINT_T0);
+			for (j = 0; j < 2; j++) {
+				wg[j] = _mm512_load_si512(gw + (h + j) * 64);
 				if (two)
-					_mm_prefetch((const char *)uw +
-						     PF_DIST + h * HALF,
-						     _MM_HINT_T0);
+					wu[j] = _mm512_load_si512(uw +
+							(h + j) * 64);
 			}
-		}
-#pragma GCC unroll 16
-		for (m = 0; m < M; m++) {
-			/* k pair h of the block: bytes 4h of the bf16 row */
-			__m512bh xb = (__m512bh)bcast32(x[m] + 4 * h);
-
-			ag[s][m] = _mm512_dpbf16_ps(ag[s][m], xb,
-						    (__m512bh)wg);
+		} else {
+			fp8_bf16_line(gw + h * HALF, &tbl, &wg[0], &wg[1]);
 			if (two)
-				au[s][m] = _mm512_dpbf16_ps(au[s][m], xb,
-							    (__m512bh)wu);
+				fp8_bf16_line(uw + h * HALF, &tbl, &wu[0],
+					      &wu[1]);
+			_mm_prefetch((const char *)gw + PF_DIST + h * HALF,
+				     _MM_HINT_T0);
+			if (two)
+				_mm_prefetch((const char *)uw + PF_DIST +
+					     h * HALF, _MM_HINT_T0);
+		}
+#pragma GCC unroll 2
+		for (j = 0; j < 2; j++) {
+			const int s = CH == 2 ? j : 0;
+
+#pragma GCC unroll 16
+			for (m = 0; m < M; m++) {
+				/* k pair h + j: bytes 4 (h + j) of the row */
+				__m512bh xb = (__m512bh)bcast32(x[m] +
+							       4 * (h + j));
+
+				ag[s][m] = _mm512_dpbf16_ps(ag[s][m], xb,
+							    (__m512bh)wg[j]);
+				if (two)
+					au[s][m] = _mm512_dpbf16_ps(au[s][m],
+						xb, (__m512bh)wu[j]);
+			}
 		}
 	}
 #pragma GCC unroll 16
@@ -106,14 +115,17 @@ AI void mk_dot(const uint8_t *gw, const uint8_t *uw, const int two,
 /* The block of BT tiles at @src widened to bf16 lines at @dst (WBLOCK). */
 AI void widen(const uint8_t *src, uint8_t *dst)
 {
-	const __m512i tbl = fp8_sub_table();
+	const struct fp8_tbl tbl = fp8_tables();
 	int h;
 
-	for (h = 0; h < BT * NHALF; h++) {
-		if (!(h & 1))
-			_mm_prefetch((const char *)src + PF_DIST + h * HALF,
-				     _MM_HINT_T0);
-		_mm512_store_si512(dst + h * 64, fp8_bf16(src + h * HALF, tbl));
+	for (h = 0; h < BT * NHALF; h += 2) {
+		__m512i h0, h1;
+
+		_mm_prefetch((const char *)src + PF_DIST + h * HALF,
+			     _MM_HINT_T0);
+		fp8_bf16_line(src + h * HALF, &tbl, &h0, &h1);
+		_mm512_store_si512(dst + h * 64, h0);
+		_mm512_store_si512(dst + (h + 1) * 64, h1);
 	}
 }
 

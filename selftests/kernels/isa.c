@@ -11,6 +11,7 @@
 #include "kt_test.h"
 #include "isa-variants.h"
 #include "kernels/fp.h"
+#include "kernels/fp8.h"
 #include "kernels/kern.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
@@ -405,6 +406,103 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
 	}
 	free(b.p);
 	free(bc.p);
+}
+
+/*
+ * Every E4M3 code widened by each variant that runs here: a down matrix
+ * (H 256, I 128, a scale of 1 per row) holding code (n + 3k) % 256 at row
+ * n, column k, so that each column has all 256; token i's activation is
+ * one-hot at column i, so y's row of token i is column i exactly (one
+ * product of 1.0). m = 8 takes the register path, m = 128 the widened one
+ * (AMX: its tiles). The NaN codes read as +-480 (fp8-zmm.h).
+ */
+TEST(fp8_every_code_exact)
+{
+	static const enum kt_isa isas[] = { KT_ISA_AVX512, KT_ISA_AMX };
+	const unsigned int H = 256, I = 128;
+	struct kern_pack_layout l;
+	struct kern_mat mat;
+	uint8_t *blob, *q = malloc((size_t)H * I);
+	float *ones = malloc(H * 4), *x = calloc((size_t)I * I, 4);
+	float *y = malloc((size_t)I * H * 4), w[128];
+	uint32_t rows[128];
+	unsigned int v, n, k, i, ran = 0;
+
+	ASSERT_EQ(kern_pack_layout(KT_QUANT_FP8, H, I, KT_GROUP_CHANNEL, &l),
+		  0);
+	blob = aligned_alloc(4096, (l.total + 4095) & ~(size_t)4095);
+	memset(blob, 0, l.total);
+	for (n = 0; n < H; n++) {
+		ones[n] = 1.0f;
+		for (k = 0; k < I; k++)
+			q[(size_t)n * I + k] = (uint8_t)((n + 3 * k) % 256);
+	}
+	kern_pack_fp8_raw(&l, KERN_MAT_DOWN, q, I, ones, blob);
+	kern_pack_mat(&l, KERN_MAT_DOWN, blob, &mat);
+	for (i = 0; i < I; i++) {
+		x[(size_t)i * I + i] = 1.0f;
+		w[i] = 1.0f;
+		rows[i] = i;
+	}
+	for (v = 0; v < sizeof(isas) / sizeof(isas[0]); v++) {
+		const struct kern_ops *ops = kern_ops_get(isas[v]);
+		const struct kern_quant_ops *qo;
+		unsigned int m, i0;
+
+		if (!ops || !core_isa_runs(isas[v], core_cpu_flags()))
+			continue;
+		qo = kern_quant_ops_get(ops, KT_QUANT_FP8);
+		for (m = 8; m <= I; m += I - 8) {
+			size_t rb = qo->act_row_bytes(I, l.group);
+			uint8_t *act = aligned_alloc(64, rb * I);
+			void *scratch = scratch_for(qo, &l, m);
+
+			qo->act_prepare(x, I * 4, KT_DTYPE_F32, I, I, l.group,
+					act, rb);
+			memset(y, 0, (size_t)I * H * 4);
+			for (i0 = 0; i0 < I; i0 += m) {
+				struct kern_down_args a = {
+					.down = &mat, .N = H, .K = I,
+					.kc = l.kc, .group = l.group, .n0 = 0,
+					.n1 = H, .k0 = 0, .k1 = I,
+					.act = act + i0 * rb, .act_stride = rb,
+					.m = m, .y_rows = rows + i0,
+					.w = w + i0, .y = y, .y_stride = H,
+					.scratch = scratch,
+				};
+
+				if (qo->down_many && m >= qo->many_min_m)
+					qo->down_many(&a);
+				else
+					qo->down(&a);
+			}
+			for (i = 0; i < I; i++)
+				for (n = 0; n < H; n++) {
+					uint8_t c = q[(size_t)n * I + i];
+					/* the NaN codes read as +-480 */
+					float e = (c & 0x7f) == 0x7f ?
+						(c & 0x80 ? -480.0f : 480.0f) :
+						kern_fp8_to_f32(c);
+
+					if (y[(size_t)i * H + n] != e) {
+						TH_LOG("%s m %u: code %#x gives %g, not %g",
+						       kt_isa_name(isas[v]), m, c,
+						       y[(size_t)i * H + n], e);
+						ASSERT_TRUE(false);
+					}
+				}
+			free(act);
+			free(scratch);
+			ran++;
+		}
+	}
+	free(blob);
+	free(q);
+	free(ones);
+	free(x);
+	free(y);
+	if (!ran)
+		SKIP(return, "this CPU runs no AVX-512 FP8 kernel");
 }
 
 /* The scalar table checked by the same code: the harness itself works. */
