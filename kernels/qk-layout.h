@@ -2,9 +2,11 @@
 /*
  * qk-layout.h - where the scales of a K-quant matrix sit in its scale part
  * (Documentation/packed-layout.md): one record per block of 16 output rows
- * and super-block of 256 along K, row block major (the order the gate/up
- * kernels walk a matrix), so that decode reads each matrix's scales as one
- * sequential stream beside its tiles. A record, lane r for row 16 nb + r:
+ * and super-block of 256 along K, row block major: gate/up read a row
+ * block's scales as one sequential stream beside its tiles, and down
+ * (chunk by chunk) whole lines of one record per row block at a fixed
+ * stride, where the [K/32][N] arrays of .ktw 2.3 gave 16 bytes of each
+ * line. A record, lane r for row 16 nb + r:
  * Q4_K/Q5_K d f32 [16], dmin f32 [16], the 6-bit sub-block scales u8
  * [8][16] and mins u8 [8][16] (384 bytes); Q6_K d f32 [16] and the signed
  * scales i8 [16][16] (320 bytes).
