@@ -208,11 +208,12 @@ $(obj)/selftests/%: selftests/%.c $(LIBKT_TEST) $(LIBKT_A) selftests/kt_test.h $
 	$(Q)$(CC) $(call flags_of,$<) -iquote selftests -MMD -MP -MF $@.d \
 		-o $@ $< $(LIBKT_TEST) $(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
 
-$(obj)/scripts/%: scripts/%.c $(LIBKT_A) $(obj)/scripts/%.flags
+# they share the kt tool's option parsing (tools/opts.c)
+$(obj)/scripts/%: scripts/%.c $(LIBKT_A) $(obj)/tools/opts.o $(obj)/scripts/%.flags
 	@mkdir -p $(@D)
 	$(quiet) CC $@
 	$(Q)$(CC) $(call flags_of,$<) -MMD -MP -MF $@.d -o $@ $< \
-		$(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
+		$(obj)/tools/opts.o $(LIBKT_A) $(KT_LDFLAGS) $(LIBS)
 
 TEST_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror $(OPT) -pthread -I include \
 	$(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer) \

@@ -76,14 +76,14 @@ AI void mk_dot(const uint8_t *gw, const uint8_t *uw, const int two,
 			}
 		} else {
 			fp8_bf16_line(gw + h * HALF, &tbl, &wg[0], &wg[1]);
-			if (two)
-				fp8_bf16_line(uw + h * HALF, &tbl, &wu[0],
-					      &wu[1]);
 			_mm_prefetch((const char *)gw + PF_DIST + h * HALF,
 				     _MM_HINT_T0);
-			if (two)
+			if (two) {
+				fp8_bf16_line(uw + h * HALF, &tbl, &wu[0],
+					      &wu[1]);
 				_mm_prefetch((const char *)uw + PF_DIST +
 					     h * HALF, _MM_HINT_T0);
+			}
 		}
 #pragma GCC unroll 2
 		for (j = 0; j < 2; j++) {

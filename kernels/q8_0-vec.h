@@ -22,7 +22,6 @@
 #define LINE	KERN_TILE_ROW_BYTES
 #define GLINES	(Q8G / KERN_TILE_LANE_BYTES)	/* lines of one group: 8 */
 #define PF	(4 * 1024)		/* prefetch distance, bytes */
-#define DOWN_NSUB 1024			/* down rows summed in scratch */
 
 #if VEC_BITS == 512
 #define Q8_BIAS	128			/* what wline() adds to each w */
@@ -64,7 +63,7 @@ void VNAME(kern_act_prepare_q8_0)(const void *src, size_t src_stride,
 size_t VNAME(kern_scratch_bytes_q8_0)(const struct kern_geom *g,
 				      unsigned int max_m)
 {
-	return sizeof(float) * MR * DOWN_NSUB;
+	return KERN_VEC_DOWN_SCRATCH(MR);
 }
 
 AI vi bcast4(const uint8_t *p)
@@ -183,5 +182,5 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 
 void VNAME(kern_down_q8_0)(const struct kern_down_args *a)
 {
-	KERN_VEC_DOWN(down_chunk, a, MR, DOWN_NSUB);
+	KERN_VEC_DOWN(down_chunk, a, MR);
 }

@@ -26,8 +26,6 @@
 #define QK_LINE		KERN_TILE_ROW_BYTES
 #define MR		(VEC_BITS == 512 ? 4 : 2)	/* tokens at once */
 #define PF		(4 * 1024)
-/* down rows whose partial sums stay in scratch while the chunks pass */
-#define DOWN_NSUB	1024
 /* the per-ISA name of @name for this quantization: name_q6_k_avx2 */
 #define QNAME(name)	VCAT(VCAT(name, QK_T), VEC_ISA)
 
@@ -48,7 +46,7 @@ void QNAME(kern_act_prepare)(const void *src, size_t src_stride,
 size_t QNAME(kern_scratch_bytes)(const struct kern_geom *g,
 				 unsigned int max_m)
 {
-	return sizeof(float) * MR * DOWN_NSUB;
+	return KERN_VEC_DOWN_SCRATCH(MR);
 }
 
 AI vi bcast4(const uint8_t *p)
@@ -288,5 +286,5 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 
 void QNAME(kern_down)(const struct kern_down_args *a)
 {
-	KERN_VEC_DOWN(down_chunk, a, MR, DOWN_NSUB);
+	KERN_VEC_DOWN(down_chunk, a, MR);
 }

@@ -10,6 +10,11 @@
 
 #include <string.h>
 
+/* down rows whose partial sums wait in scratch while the chunks pass */
+#define KERN_VEC_DOWN_NSUB	1024
+/* the scratch KERN_VEC_DOWN needs with @mr tokens at once */
+#define KERN_VEC_DOWN_SCRATCH(mr)	(sizeof(float) * (mr) * KERN_VEC_DOWN_NSUB)
+
 /*
  * @blk(..., i, M) for tokens i in [0, @m) by @mr (<= 4); a remainder of 3
  * or 2 exists only where @mr exceeds it, so no M passed is above @mr.
@@ -84,16 +89,17 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int ns0,
 	} while (0)
 
 /*
- * Down rows [@a->n0, @a->n1) in runs of @nsub, tokens by @mr, chunk by
- * chunk (KERN_VEC_DOWN_RUN) with @a->scratch holding @mr x @nsub f32.
+ * Down rows [@a->n0, @a->n1) in runs of KERN_VEC_DOWN_NSUB, tokens by @mr,
+ * chunk by chunk (KERN_VEC_DOWN_RUN); @a->scratch holds
+ * KERN_VEC_DOWN_SCRATCH(@mr) bytes.
  */
-#define KERN_VEC_DOWN(chunk, a, mr, nsub)				\
+#define KERN_VEC_DOWN(chunk, a, mr)					\
 	do {								\
 		unsigned int ns0_, ns1_;				\
 									\
 		for (ns0_ = (a)->n0; ns0_ < (a)->n1; ns0_ = ns1_) {	\
-			ns1_ = (a)->n1 - ns0_ < (nsub) ? (a)->n1 :	\
-			       ns0_ + (nsub);				\
+			ns1_ = (a)->n1 - ns0_ < KERN_VEC_DOWN_NSUB ?	\
+			       (a)->n1 : ns0_ + KERN_VEC_DOWN_NSUB;	\
 			KERN_VEC_TOKENS((a)->m, mr, KERN_VEC_DOWN_RUN,	\
 					chunk, a, ns0_, ns1_,		\
 					(float *)(a)->scratch);		\

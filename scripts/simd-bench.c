@@ -16,6 +16,7 @@
 #include "kernels/kern.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
+#include "tools/opts.h"
 
 struct bench {
 	const struct kern_quant_ops *v;
@@ -212,19 +213,6 @@ static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
 	return 0;
 }
 
-/* @s as kt_quant_name() spells it: int8 ... q4_k ... mxfp4 */
-static int quant_parse(const char *s, enum kt_quant *q)
-{
-	enum kt_quant i;
-
-	for (i = KT_QUANT_INT8; i <= KT_QUANT_MXFP4; i++)
-		if (!strcmp(s, kt_quant_name(i))) {
-			*q = i;
-			return 0;
-		}
-	return -EINVAL;
-}
-
 int main(int argc, char **argv)
 {
 	enum kt_quant q = KT_QUANT_INT8;
@@ -241,7 +229,7 @@ int main(int argc, char **argv)
 	while ((opt = getopt(argc, argv, "q:T:H:I:t:i:m:o:r:")) != -1) {
 		switch (opt) {
 		case 'q':
-			if (quant_parse(optarg, &q)) {
+			if (opt_quant(optarg, &q)) {
 				fprintf(stderr, "simd-bench: -q %s: not a quantization kt_quant_name() knows\n",
 					optarg);
 				return 2;
