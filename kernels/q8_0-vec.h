@@ -18,13 +18,16 @@
 #include "kernels/vec.h"
 #include "kernels/rows-vec.h"
 
-#define MR	(VEC_BITS == 512 ? 4 : 2)	/* tokens sharing a line */
+/* tokens sharing a line: gate/up (both matrices' sums live) and down */
+#define MR_GU	(VEC_BITS == 512 ? 6 : 2)
+#define MR	(VEC_BITS == 512 ? 4 : 2)
+#define MR_MAX	(MR_GU > MR ? MR_GU : MR)
 #define LINE	KERN_TILE_ROW_BYTES
 #define GLINES	(Q8G / KERN_TILE_LANE_BYTES)	/* lines of one group: 8 */
 #define PF	(4 * 1024)		/* prefetch distance, bytes */
 
 #if VEC_BITS == 512
-#define Q8_BIAS	128			/* what wline() adds to each w */
+#define Q8_BIAS	1	/* wline() adds 128 to each w */
 AI vi wline(const uint8_t *p)
 {
 	return vi_xor(vi_load(p), vi_set1_8((char)0x80));
@@ -71,37 +74,62 @@ AI vi bcast4(const uint8_t *p)
 	return vi_set1_32(ld32(p));
 }
 
-/*
- * acc[m] += (dot of one group's 8 lines at @w, this vector's rows, with
- * x[m] + @xo) times ws * (activation scale of group @xg of row x[m]); @K
- * the row's K.
- */
-AI void group_dot(const uint8_t *w, vf ws, const uint8_t *const *x,
-		  unsigned int xo, unsigned int xg, unsigned int K,
-		  const int M, vf *acc)
+/* acc[m] += (the int32 dots @d[m] of group @xg, less what wline() added)
+ * times @ws * (the activation scale of group @xg of row x[m]) */
+AI void group_scale(const vi *d, vf ws, const uint8_t *const *x,
+		    unsigned int xg, unsigned int K, const int M, vf *acc)
 {
-	vi d[MR];
-	int m, j;
+	int m;
 
-#pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		d[m] = vi_zero();
-#pragma GCC unroll 8
-	for (j = 0; j < GLINES; j++) {
-		vi wl = wline(w + j * LINE);
-
-		_mm_prefetch((const char *)w + PF + j * LINE, _MM_HINT_T0);
-#pragma GCC unroll 8
-		for (m = 0; m < M; m++)
-			d[m] = dot_s8(d[m], wl, bcast4(x[m] + xo + j * 4));
-	}
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
-		vi corr = vi_set1_32(Q8_BIAS * kern_q8_0_row_sums(x[m], K)[xg]);
+		vi corr = Q8_BIAS ?
+			vi_set1_32(kern_q8_0_row_corr(x[m], K)[xg]) : vi_zero();
 		vf s = vf_mul(ws, vf_set1(kern_q8_0_row_scales(x[m], K)[xg]));
 
 		acc[m] = vf_fmadd(vf_cvt_f32(vi_sub32(d[m], corr)), s, acc[m]);
 	}
+}
+
+/*
+ * One group of 32 (8 lines from @w), or with @two two at once (also @w2),
+ * so that 2M sums are in flight: gate and up of the same rows, or down's
+ * next group. acc[m] += the dot with x[m] + @xo times @ws * the activation
+ * scale of group @xg of rows of K @K; then acc2[m] the same for @w2, @xo2,
+ * @ws2, @xg2.
+ */
+AI void group_dot(const uint8_t *w, const uint8_t *w2, const int two,
+		  vf ws, vf ws2, const uint8_t *const *x, unsigned int xo,
+		  unsigned int xo2, unsigned int xg, unsigned int xg2,
+		  unsigned int K, const int M, vf *acc, vf *acc2)
+{
+	vi d[MR_MAX], d2[MR_MAX];
+	int m, j;
+
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		d[m] = d2[m] = vi_zero();
+#pragma GCC unroll 8
+	for (j = 0; j < GLINES; j++) {
+		vi wl = wline(w + j * LINE), wl2 = wl;
+
+		_mm_prefetch((const char *)w + PF + j * LINE, _MM_HINT_T0);
+		if (two) {
+			wl2 = wline(w2 + j * LINE);
+			_mm_prefetch((const char *)w2 + PF + j * LINE,
+				     _MM_HINT_T0);
+		}
+#pragma GCC unroll 8
+		for (m = 0; m < M; m++) {
+			d[m] = dot_s8(d[m], wl, bcast4(x[m] + xo + j * 4));
+			if (two)
+				d2[m] = dot_s8(d2[m], wl2,
+					       bcast4(x[m] + xo2 + j * 4));
+		}
+	}
+	group_scale(d, ws, x, xg, K, M, acc);
+	if (two)
+		group_scale(d2, ws2, x, xg2, K, M, acc2);
 }
 
 AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
@@ -113,8 +141,8 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 						      n / KERN_TILE_ROWS, 0)) +
 			  n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
 	const uint8_t *tg = a->gate->tiles + t0, *tu = a->up->tiles + t0;
-	const uint8_t *x[MR];
-	vf fg[MR], fu[MR];
+	const uint8_t *x[MR_GU];
+	vf fg[MR_GU], fu[MR_GU];
 	unsigned int g;
 	int m;
 
@@ -124,14 +152,12 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 		fg[m] = fu[m] = vf_zero();
 	}
 	/* group g is lines (g % 2) * 8 .. + 8 of tile g / 2: g * 512 bytes */
-	for (g = 0; g < K / Q8G; g++) {
+	for (g = 0; g < K / Q8G; g++)
 		group_dot(tg + (size_t)g * GLINES * LINE,
+			  tu + (size_t)g * GLINES * LINE, 1,
 			  vf_load(a->gate->scales + (size_t)g * N + n),
-			  x, g * Q8G, g, K, M, fg);
-		group_dot(tu + (size_t)g * GLINES * LINE,
 			  vf_load(a->up->scales + (size_t)g * N + n),
-			  x, g * Q8G, g, K, M, fu);
-	}
+			  x, g * Q8G, g * Q8G, g, g, K, M, fg, fu);
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		vf_store(a->out + (i + m) * a->out_stride + (n - a->n0),
@@ -140,8 +166,22 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 
 void VNAME(kern_gate_up_q8_0)(const struct kern_gate_up_args *a)
 {
-	KERN_VEC_ROWS(gate_up_block, a, MR);
+	KERN_VEC_ROWS(gate_up_block, a, MR_GU);
 }
+
+/* down's lines of rows [n, n + VF_LANES) for group of column @k */
+AI const uint8_t *down_group(const struct kern_down_args *a, unsigned int n,
+			     unsigned int k)
+{
+	return a->down->tiles + kern_tile_off(kern_tile_kcm(a->N, a->kc,
+			KERN_TILE_K_INT8, n / KERN_TILE_ROWS,
+			k / KERN_TILE_K_INT8)) +
+	       (k % KERN_TILE_K_INT8) / Q8G * GLINES * LINE +
+	       n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
+}
+
+_Static_assert(KERN_DOWN_CHUNK % (2 * Q8G) == 0,
+	       "down_chunk() takes a chunk's groups two at a time");
 
 /* down: chunk @c of rows [n, n + VF_LANES), tokens [i, i + M), added to
  * part[m * nsub] */
@@ -162,18 +202,15 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 		       (c - a->k0 / kc) * crow;
 		f[m] = vf_load(part + m * nsub);
 	}
-	for (gg = 0; gg < kc / Q8G; gg++) {
-		unsigned int k = c * kc + gg * Q8G;
-		const uint8_t *t = a->down->tiles + kern_tile_off(
-			kern_tile_kcm(a->N, kc, KERN_TILE_K_INT8,
-				      n / KERN_TILE_ROWS,
-				      k / KERN_TILE_K_INT8)) +
-			(k % KERN_TILE_K_INT8) / Q8G * GLINES * LINE +
-			n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
+	/* two groups at once, added in order: the bits of one at a time */
+	for (gg = 0; gg < kc / Q8G; gg += 2) {
+		const uint8_t *t = down_group(a, n, c * kc + gg * Q8G);
+		const float *ws = a->down->scales +
+				  (size_t)((c * kc + gg * Q8G) / Q8G) * a->N + n;
 
-		group_dot(t, vf_load(a->down->scales +
-				(size_t)(k / Q8G) * a->N + n),
-			  x, gg * Q8G, gg, kc, M, f);
+		group_dot(t, down_group(a, n, c * kc + (gg + 1) * Q8G), 1,
+			  vf_load(ws), vf_load(ws + a->N), x, gg * Q8G,
+			  (gg + 1) * Q8G, gg, gg + 1, kc, M, f, f);
 	}
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)

@@ -45,8 +45,9 @@ static inline float kern_q8_0_act_group(const float *x, int8_t *q, int *sum)
 
 /*
  * The prepared row every variant uses: K int8 q, then K/32 f32 scales,
- * then K/32 int32 sums of q (the VNNI kernels take 128 * sum back after
- * flipping the weights to u8), padded to 64 bytes.
+ * then K/32 int32 128 * sum(q): what the VNNI kernels take back after
+ * flipping the weights to u8 (w + 128), kept multiplied so that it is one
+ * broadcast operand; padded to 64 bytes.
  */
 static inline size_t kern_q8_0_row_bytes(unsigned int K)
 {
@@ -59,7 +60,7 @@ static inline const float *kern_q8_0_row_scales(const uint8_t *row,
 	return (const float *)(row + K);
 }
 
-static inline const int32_t *kern_q8_0_row_sums(const uint8_t *row,
+static inline const int32_t *kern_q8_0_row_corr(const uint8_t *row,
 						unsigned int K)
 {
 	return (const int32_t *)(row + K + (size_t)K / Q8G * 4);
@@ -77,7 +78,7 @@ static inline void kern_q8_0_prepare(const void *src, size_t src_stride,
 		const uint8_t *s = (const uint8_t *)src + r * src_stride;
 		uint8_t *d = dst + r * dst_stride;
 		float *sc = (float *)(d + K);
-		int32_t *sum = (int32_t *)(d + K + (size_t)K / Q8G * 4);
+		int32_t *corr = (int32_t *)(d + K + (size_t)K / Q8G * 4);
 
 		for (g = 0; g < K / Q8G; g++) {
 			int t;
@@ -88,7 +89,7 @@ static inline void kern_q8_0_prepare(const void *src, size_t src_stride,
 					((const float *)s)[g * Q8G + k];
 			sc[g] = kern_q8_0_act_group(x, (int8_t *)d + g * Q8G,
 						    &t);
-			sum[g] = t;
+			corr[g] = 128 * t;
 		}
 	}
 }

@@ -87,123 +87,137 @@ AI vi load_sc(const uint8_t *p)
 }
 
 /*
+ * Q4_K's high nibbles on 512 bits: masked in place (16 q, up to 240, fine
+ * for the u8 operand of vpdpbusd, not for vpmaddubsw's int16 pairs) with
+ * their scales divided by 16, exactly, instead of shifted down.
+ */
+#define QK_HI16		(QK_HB == 0 && VEC_BITS == 512)
+
+/*
+ * Line @L of the tile at @tp (this vector's rows at @ro): its low (@hi 0)
+ * or high nibbles with their high bits, as the unsigned operand; the low
+ * pass prefetches what the line and its high-bit line will need next.
+ */
+AI vi qline(const uint8_t *tp, unsigned int L, int hi, unsigned int ro)
+{
+	const unsigned int per = QK_HB ? 4 / QK_HB : 1;
+	const uint8_t *lp = tp + L * QK_LINE + ro;
+	vi w = vi_load(lp), q;
+
+	if (!hi)
+		_mm_prefetch((const char *)lp + PF, _MM_HINT_T0);
+	if (QK_HI16)
+		return vi_and(w, vi_set1_8(hi ? (char)0xf0 : 0x0f));
+	q = vi_and(hi ? vi_srli16(w, 4) : w, vi_set1_8(0x0f));
+	if (QK_HB) {
+		/* the tile's high-bit lines follow its nibble lines */
+		const uint8_t *hp = tp + KERN_TILE_BYTES + L / per * QK_LINE +
+				    ro;
+
+		if (!hi && L % per == 0)
+			_mm_prefetch((const char *)hp + PF, _MM_HINT_T0);
+		q = vi_or(q, hi_at(vi_load(hp),
+				   2 * QK_HB * (L % per) + (hi ? QK_HB : 0)));
+	}
+	return q;
+}
+
+/*
+ * sum[m] += the dots @dot[m] of the sub-block at column @kt of the tiles
+ * (@kw the block's first column in the weight matrix, @xo in x[m]) times
+ * @d * its scale, less @dm * its min (Q6_K: its scale) times the f32 sum of
+ * its activations.
+ */
+AI void sub_scale(const vi *dot, const struct kern_qk_rec *r, unsigned int kw,
+		  unsigned int kt, vf d, vf dm, const uint8_t *const *x,
+		  unsigned int kx, unsigned int xo, const int M, vf *sum)
+{
+	const size_t sb = (size_t)((kw % KERN_Q4_K_SUPER + kt) / QK_SG) *
+			  KERN_QK_REC_ROWS;
+	vf sc = vf_cvt_f32(load_sc(r->sc + sb));
+	vf mn = vf_mul(dm, QK_Q == KT_QUANT_Q6_K ? sc :
+			   vf_cvt_f32(vi_load_u8(r->mn + sb)));
+	int m;
+
+	sc = vf_mul(sc, d);
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++) {
+		const float *xs = kern_qk_row_fsums(x[m], kx, QK_SG);
+
+		sum[m] = vf_fmadd(vf_cvt_f32(dot[m]), sc, sum[m]);
+		sum[m] = vf_fnmadd(mn, vf_set1(xs[(xo + kt) / QK_SG]), sum[m]);
+	}
+}
+
+/*
  * One activation block of @nt tiles (consecutive in memory from @t, all in
  * the super-block whose scales @r gives for row @n) of rows [n, n +
  * VF_LANES): column @kw (in the weight matrix) of its first value, @xo its
- * offset in the activation rows x[m] (of K @kx), block @xb.
+ * offset in the activation rows x[m] (of K @kx), block @xb. Per sub-block
+ * the int32 dots go to f32 once and take d * scale there; the mins (Q6_K:
+ * 32 * scale) take the f32 activation sums: three vector operations per
+ * sub-block and token beside the dots, where integer scaling took seven.
  */
 AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_rec *r,
 	      unsigned int n, unsigned int kw, const uint8_t *const *x,
 	      unsigned int kx, unsigned int xo, unsigned int xb, const int M,
 	      vf *acc)
 {
-	const vi lo4 = vi_set1_8(0x0f);
 	/* this vector's rows within a line (a half line on 256 bits) */
 	const unsigned int ro = n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
-	const unsigned int per = QK_HB ? 4 / QK_HB : 1;
-	vi sumi[MR], summ[MR];
-	unsigned int tt, h, j, sb;
-	vf d;
+	const unsigned int lps = 8 / QK_NS;	/* lines of one sub-block */
+	const vf d = vf_load(r->d);
+	const vf dh16 = QK_HI16 ? vf_mul(d, vf_set1(1.0f / 16)) : d;
+	/* Q6_K: sum sc * (q - 32) * x = sum sc * q * x - 32 sc * sum x */
+	const vf dm = QK_Q == KT_QUANT_Q6_K ? vf_mul(d, vf_set1(32.0f)) :
+					      vf_load(r->dmin);
+	vf sum[MR];
+	unsigned int tt, L0, j;
 	int m;
 
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
-		sumi[m] = summ[m] = vi_zero();
+		sum[m] = vf_zero();
 	for (tt = 0; tt < nt; tt++) {
 		const uint8_t *tp = t + tt * QK_TB;
 
-		for (h = 0; h < 2; h++) {
-			/* low nibbles: k 32h + 4j.., high: 64 + 32h + 4j.. */
-			unsigned int k0 = kw % KERN_Q4_K_SUPER +
-					  tt * KERN_TILE_K_INT4 + h * 32;
-			unsigned int x0 = xo + tt * KERN_TILE_K_INT4 + h * 32;
-			vi dl[2][MR], dh[2][MR], hv = vi_zero();
+		/*
+		 * Lines [L0, L0 + lps): their low nibbles are one sub-block
+		 * (k 4 L0.. of the tile), their high nibbles another (64
+		 * later); both dots at once, 2M independent sums.
+		 */
+#pragma GCC unroll 4
+		for (L0 = 0; L0 < KERN_TILE_LINES; L0 += lps) {
+			const unsigned int kl = tt * KERN_TILE_K_INT4 + 4 * L0;
+			const unsigned int kh = kl + KERN_INT4_HI_K;
+			vi dl[MR], dh[MR];
 
-			for (sb = 0; sb < QK_NS; sb++)
 #pragma GCC unroll 8
-				for (m = 0; m < M; m++)
-					dl[sb][m] = dh[sb][m] = vi_zero();
+			for (m = 0; m < M; m++)
+				dl[m] = dh[m] = vi_zero();
 #pragma GCC unroll 8
-			for (j = 0; j < 8; j++) {
-				const unsigned int L = h * 8 + j;
-				const unsigned int js = j / (8 / QK_NS);
-				const uint8_t *lp = tp + L * QK_LINE + ro;
-				vi w = vi_load(lp);
-				vi wl = vi_and(w, lo4);
-				vi wh = vi_and(vi_srli16(w, 4), lo4);
+			for (j = 0; j < lps; j++) {
+				vi wl = qline(tp, L0 + j, 0, ro);
+				vi wh = qline(tp, L0 + j, 1, ro);
 
-				if (QK_HB) {
-					unsigned int pos = 2 * QK_HB * (L % per);
-
-					/* the tile's high-bit lines follow its
-					 * nibble lines: prefetched too */
-					if (L % per == 0) {
-						const uint8_t *hp = tp +
-							KERN_TILE_BYTES +
-							L / per * QK_LINE + ro;
-
-						hv = vi_load(hp);
-						_mm_prefetch((const char *)hp + PF,
-							     _MM_HINT_T0);
-					}
-					wl = vi_or(wl, hi_at(hv, pos));
-					wh = vi_or(wh, hi_at(hv, pos + QK_HB));
-				}
-				_mm_prefetch((const char *)lp + PF, _MM_HINT_T0);
 #pragma GCC unroll 8
 				for (m = 0; m < M; m++) {
-					dl[js][m] = vi_dot_u8s8(dl[js][m], wl,
-						bcast4(x[m] + x0 + j * 4));
-					dh[js][m] = vi_dot_u8s8(dh[js][m], wh,
-						bcast4(x[m] + x0 + 64 + j * 4));
+					const uint8_t *xp = x[m] + xo + 4 * j;
+
+					dl[m] = vi_dot_u8s8(dl[m], wl,
+							    bcast4(xp + kl));
+					dh[m] = vi_dot_u8s8(dh[m], wh,
+							    bcast4(xp + kh));
 				}
 			}
-			for (sb = 0; sb < QK_NS; sb++) {
-				/* sub-blocks k0 / QK_SG + sb and 64 later */
-				size_t il = (size_t)(k0 / QK_SG + sb) *
-					    KERN_QK_REC_ROWS;
-				size_t ih = il + 64 / QK_SG * KERN_QK_REC_ROWS;
-				vi scl = load_sc(r->sc + il), sch = load_sc(r->sc + ih);
-				vi mnl = scl, mnh = sch;
-
-				if (QK_Q != KT_QUANT_Q6_K) {
-					mnl = vi_load_u8(r->mn + il);
-					mnh = vi_load_u8(r->mn + ih);
-				}
-#pragma GCC unroll 8
-				for (m = 0; m < M; m++) {
-					const int32_t *xs = kern_qk_row_sums(x[m], kx);
-
-					sumi[m] = vi_add32(sumi[m], vi_add32(
-						vi_mullo32(dl[sb][m], scl),
-						vi_mullo32(dh[sb][m], sch)));
-					summ[m] = vi_add32(summ[m], vi_add32(
-						vi_mullo32(mnl, vi_set1_32(
-							xs[x0 / QK_SG + sb])),
-						vi_mullo32(mnh, vi_set1_32(
-							xs[(x0 + 64) / QK_SG + sb]))));
-				}
-			}
+			sub_scale(dl, r, kw, kl, d, dm, x, kx, xo, M, sum);
+			sub_scale(dh, r, kw, kh, dh16, dm, x, kx, xo, M, sum);
 		}
 	}
-	d = vf_load(r->d);
 #pragma GCC unroll 8
-	for (m = 0; m < M; m++) {
-		vf dx = vf_set1(kern_qk_row_scales(x[m], kx)[xb]);
-
-		if (QK_Q == KT_QUANT_Q6_K) {
-			/* sum sc * (q - 32) * x = sumi - 32 * summ, exact */
-			vi si = vi_sub32(sumi[m], vi_slli32(summ[m], 5));
-
-			acc[m] = vf_fmadd(dx, vf_mul(d, vf_cvt_f32(si)), acc[m]);
-		} else {
-			vf dm = vf_load(r->dmin);
-
-			acc[m] = vf_fmadd(dx, vf_fmsub(d, vf_cvt_f32(sumi[m]),
-					  vf_mul(dm, vf_cvt_f32(summ[m]))),
-					  acc[m]);
-		}
-	}
+	for (m = 0; m < M; m++)
+		acc[m] = vf_fmadd(vf_set1(kern_qk_row_scales(x[m], kx)[xb]),
+				  sum[m], acc[m]);
 }
 
 /* gate or up rows [n, n + VF_LANES) for M tokens: K = H in blocks of 256 */

@@ -27,11 +27,12 @@ static inline unsigned int kern_qk_act_block(unsigned int K)
 	return K % KERN_Q4_K_SUPER ? K : KERN_Q4_K_SUPER;
 }
 
-/* K int8 q, K/B f32 scales, K/@sg int32 sums of q; padded to 64 bytes */
+/* K int8 q, K/B f32 scales, K/@sg int32 sums of q, the same sums as f32
+ * (the vector kernels' operand); padded to 64 bytes */
 static inline size_t kern_qk_row_bytes(unsigned int K, unsigned int sg)
 {
 	return ((size_t)K + (size_t)K / kern_qk_act_block(K) * 4 +
-		(size_t)K / sg * 4 + 63) & ~(size_t)63;
+		(size_t)K / sg * 8 + 63) & ~(size_t)63;
 }
 
 static inline const float *kern_qk_row_scales(const uint8_t *row,
@@ -45,6 +46,12 @@ static inline const int32_t *kern_qk_row_sums(const uint8_t *row,
 {
 	return (const int32_t *)(row + K +
 				 (size_t)K / kern_qk_act_block(K) * 4);
+}
+
+static inline const float *kern_qk_row_fsums(const uint8_t *row,
+					     unsigned int K, unsigned int sg)
+{
+	return (const float *)(kern_qk_row_sums(row, K) + K / sg);
 }
 
 /* q = rint(x * 127 / amax) (ggml's nearest_int: nearest even), scale
@@ -62,6 +69,7 @@ static inline void kern_qk_prepare(const void *src, size_t src_stride,
 		int8_t *q = (int8_t *)d;
 		float *sc = (float *)(d + K);
 		int32_t *sum = (int32_t *)(d + K + (size_t)K / B * 4);
+		float *fsum = (float *)(sum + K / sg);
 
 		for (b = 0; b < K / B; b++) {
 			float amax = 0.0f, inv;
@@ -89,6 +97,7 @@ static inline void kern_qk_prepare(const void *src, size_t src_stride,
 			for (k = 0; k < sg; k++)
 				t += q[b * sg + k];
 			sum[b] = t;
+			fsum[b] = (float)t;
 		}
 	}
 }

@@ -15,9 +15,22 @@
 /* the scratch KERN_VEC_DOWN needs with @mr tokens at once */
 #define KERN_VEC_DOWN_SCRATCH(mr)	(sizeof(float) * (mr) * KERN_VEC_DOWN_NSUB)
 
+/* one remainder of KERN_VEC_TOKENS: @r tokens, as one call where @mr
+ * exceeds it (so that M stays a constant), else one at a time */
+#define KERN_VEC_REM_(r, mr, blk, i, ...)				\
+	do {								\
+		unsigned int j_;					\
+									\
+		if ((mr) > (r))						\
+			blk(__VA_ARGS__, i, (mr) > (r) ? (r) : 1);	\
+		else							\
+			for (j_ = 0; j_ < (r); j_++)			\
+				blk(__VA_ARGS__, (i) + j_, 1);		\
+	} while (0)
+
 /*
- * @blk(..., i, M) for tokens i in [0, @m) by @mr (<= 4); a remainder of 3
- * or 2 exists only where @mr exceeds it, so no M passed is above @mr.
+ * @blk(..., i, M) for tokens i in [0, @m) by @mr (<= 8), then the fewer
+ * left as one call; no M passed is above @mr.
  */
 #define KERN_VEC_TOKENS(m, mr, blk, ...)				\
 	do {								\
@@ -26,11 +39,23 @@
 		for (i_ = 0; i_ + (mr) <= (m); i_ += (mr))		\
 			blk(__VA_ARGS__, i_, mr);			\
 		switch ((m) - i_) {					\
+		case 7:							\
+			KERN_VEC_REM_(7, mr, blk, i_, __VA_ARGS__);	\
+			break;						\
+		case 6:							\
+			KERN_VEC_REM_(6, mr, blk, i_, __VA_ARGS__);	\
+			break;						\
+		case 5:							\
+			KERN_VEC_REM_(5, mr, blk, i_, __VA_ARGS__);	\
+			break;						\
+		case 4:							\
+			KERN_VEC_REM_(4, mr, blk, i_, __VA_ARGS__);	\
+			break;						\
 		case 3:							\
-			blk(__VA_ARGS__, i_, (mr) > 3 ? 3 : 1);		\
+			KERN_VEC_REM_(3, mr, blk, i_, __VA_ARGS__);	\
 			break;						\
 		case 2:							\
-			blk(__VA_ARGS__, i_, (mr) > 2 ? 2 : 1);		\
+			KERN_VEC_REM_(2, mr, blk, i_, __VA_ARGS__);	\
 			break;						\
 		case 1:							\
 			blk(__VA_ARGS__, i_, 1);			\

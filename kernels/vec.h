@@ -70,6 +70,7 @@ typedef __m512i vi;
 #define vi_slli32(a, n)		_mm512_slli_epi32(a, n)
 #define vf_cvt_f32(v)		_mm512_cvtepi32_ps(v)
 #define vf_fmsub(a, b, c)	_mm512_fmsub_ps(a, b, c)
+#define vf_fnmadd(a, b, c)	_mm512_fnmadd_ps(a, b, c)
 /* @acc + the dots of the 4 u8 of @u with the 4 s8 of @s per int32
  * (vpdpbusd: the AVX-512 VNNI bodies only) */
 #define vi_dot_u8s8(acc, u, s)	_mm512_dpbusd_epi32(acc, u, s)
@@ -147,6 +148,7 @@ typedef __m256i vi;
 #define vi_slli32(a, n)		_mm256_slli_epi32(a, n)
 #define vf_cvt_f32(v)		_mm256_cvtepi32_ps(v)
 #define vf_fmsub(a, b, c)	_mm256_fmsub_ps(a, b, c)
+#define vf_fnmadd(a, b, c)	_mm256_fnmadd_ps(a, b, c)
 /* vpmaddubsw then vpmaddwd by ones: the caller keeps each pair of u8 * s8
  * products within int16 */
 #define vi_dot_u8s8(acc, u, s)						\

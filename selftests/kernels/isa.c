@@ -204,7 +204,8 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 					    KT_QUANT_Q8_0, KT_QUANT_Q4_K,
 					    KT_QUANT_Q5_K, KT_QUANT_Q6_K,
 					    KT_QUANT_MXFP4 };
-	static const unsigned int ms[] = { 1, 3, 16, 37, KERN_MAX_M };
+	/* remainders 1 to 5 after blocks of 4, 6 and 8 tokens */
+	static const unsigned int ms[] = { 1, 3, 11, 14, 16, 37, KERN_MAX_M };
 	const struct kern_ops *ops = kern_ops_get(isa);
 	const struct kern_ops *scalar = kern_ops_get(KT_ISA_SCALAR);
 	unsigned int qi, mi, tested = 0, i;
