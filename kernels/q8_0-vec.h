@@ -7,8 +7,10 @@
  * oracle (q8_0-scalar.c). The s8 x s8 dot: on AVX-512 VNNI vpdpbusd of the
  * line flipped to u8 (w + 128; the 128 * sum(x) of the group taken back);
  * on AVX2 vpmaddubsw of |w| with x signed by w (2 * 128 * 127 < 32768).
- * Down goes chunk by chunk over a run of rows (rows-vec.h), so that its
- * chunk-major tiles stream.
+ * Two groups are summed at once (gate and up of the same rows, or down's
+ * consecutive groups), so that the dots' latency is hidden at any token
+ * count. Down goes chunk by chunk over a run of rows (rows-vec.h), so that
+ * its chunk-major tiles stream.
  *
  * Included by kernels/q8_0-{avx2,avx512}.c after defining VEC_BITS and
  * VEC_ISA.

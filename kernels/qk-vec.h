@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * qk-vec.h - the K-quant kernels (Q4_K, Q5_K, Q6_K) written once over the
- * width layer (vec.h), as the oracle (qk-scalar.c) computes them: the low
- * nibbles of a weight line and its high bits (Q5_K 1, Q6_K 2, from the
- * tile's high-bit lines) make the unsigned operand of an u8 x s8 dot per
- * 4 (vpdpbusd; vpmaddubsw + vpmaddwd on AVX2: 2 * 63 * 127 < 32768); per
- * sub-block the int32 dots are scaled by its scale, the activation sums by
- * its min (Q6_K: its scale, the -32), and per activation block one f32
- * FMA. A vector covers VF_LANES output rows: a whole line (16 rows of 4
- * bytes) on 512 bits, half of one on 256. Down goes chunk by chunk over
- * a run of rows (rows-vec.h), so that its chunk-major tiles stream.
+ * width layer (vec.h), the oracle's sums (qk-scalar.c) in another order:
+ * the low nibbles of a weight line and its high bits (Q5_K 1, Q6_K 2, from
+ * the tile's high-bit lines) make the unsigned operand of an u8 x s8 dot
+ * per 4 (vpdpbusd; vpmaddubsw + vpmaddwd on AVX2: 2 * 63 * 127 < 32768);
+ * each sub-block's int32 dot goes to f32 and takes d * its scale there,
+ * less dmin * its min (Q6_K: 32 d * its scale) times the f32 sum of its
+ * activations, and per activation block one FMA by the activation scale
+ * (the oracle scales in int32 per block: the two differ by f32 rounding,
+ * about 1e-7). A vector covers VF_LANES output rows: a whole line (16
+ * rows of 4 bytes) on 512 bits, half of one on 256. Down goes chunk by
+ * chunk over a run of rows (rows-vec.h), so that its chunk-major tiles
+ * stream.
  *
  * Included by kernels/q{4,5,6}_k-{avx2,avx512}.c after defining VEC_BITS,
  * VEC_ISA (avx2, avx512), QK_T (q4_k, q5_k, q6_k) and QK_Q (its enum).

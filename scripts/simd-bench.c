@@ -267,7 +267,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	kt_ctx_measure_read_bw(ctx, 0, 0, &gbps);
-	kt_ctx_measure_peak(ctx, q, 0, &tops);
+	/* the GGUF types and MXFP4 run on the int8 or bf16 units, as kt
+	 * bench counts them */
+	kt_ctx_measure_peak(ctx, q == KT_QUANT_MXFP4 ? KT_QUANT_BF16 :
+			    q == KT_QUANT_FP8 || q == KT_QUANT_BF16 ||
+			    q == KT_QUANT_INT4 ? q : KT_QUANT_INT8, 0, &tops);
 	/* warm up, then about 0.5-2 s of work */
 	b.reps = 1;
 	core_ctx_exec(ctx, run_exec, &b);

@@ -16,7 +16,9 @@
  * E4M3's 3 mantissa bits; MXFP4: E2M1 with a power-of-two scale per 32) */
 static double tol_of(enum kt_quant q)
 {
-	return q == KT_QUANT_INT8 ? 0.04 : q == KT_QUANT_INT4 ? 0.25 :
+	return q == KT_QUANT_INT8 || q == KT_QUANT_Q8_0 ? 0.04 :
+	       q == KT_QUANT_INT4 || q == KT_QUANT_Q4_K || q == KT_QUANT_Q5_K ||
+	       q == KT_QUANT_Q6_K ? 0.25 :
 	       q == KT_QUANT_FP8 ? 0.06 : q == KT_QUANT_MXFP4 ? 0.25 : 0.005;
 }
 
@@ -417,7 +419,9 @@ TEST(deterministic_threads)
 {
 	static const enum kt_quant qs[] = { KT_QUANT_INT8, KT_QUANT_INT4,
 					    KT_QUANT_BF16, KT_QUANT_FP8,
-					    KT_QUANT_MXFP4 };
+					    KT_QUANT_MXFP4, KT_QUANT_Q8_0,
+					    KT_QUANT_Q4_K, KT_QUANT_Q5_K,
+					    KT_QUANT_Q6_K };
 	/* 7 tokens: the leader prepares alone; 150: all workers do */
 	static const unsigned int Ts[] = { 7, 150 };
 	unsigned int qi, ti;
