@@ -96,14 +96,19 @@ AI vi load_sc(const uint8_t *p)
  */
 #define QK_HI16		(QK_HB == 0 && VEC_BITS == 512)
 
+/* nibble lines sharing one high-bit line */
+#define QK_PER		(QK_HB ? 4 / QK_HB : 1)
+
 /*
  * Line @L of the tile at @tp (this vector's rows at @ro): its low (@hi 0)
- * or high nibbles with their high bits, as the unsigned operand; the low
- * pass prefetches what the line and its high-bit line will need next.
+ * or high nibbles with their high bits, as the unsigned operand; @lh is L
+ * % QK_PER, given apart so that it stays a constant where L does not. The
+ * low pass prefetches what the line and its high-bit line will need next.
  */
-AI vi qline(const uint8_t *tp, unsigned int L, int hi, unsigned int ro)
+AI vi qline(const uint8_t *tp, unsigned int L, unsigned int lh, int hi,
+	    unsigned int ro)
 {
-	const unsigned int per = QK_HB ? 4 / QK_HB : 1;
+	const unsigned int per = QK_PER;
 	const uint8_t *lp = tp + L * QK_LINE + ro;
 	vi w = vi_load(lp), q;
 
@@ -117,10 +122,10 @@ AI vi qline(const uint8_t *tp, unsigned int L, int hi, unsigned int ro)
 		const uint8_t *hp = tp + KERN_TILE_BYTES + L / per * QK_LINE +
 				    ro;
 
-		if (!hi && L % per == 0)
+		if (!hi && lh == 0)
 			_mm_prefetch((const char *)hp + PF, _MM_HINT_T0);
-		q = vi_or(q, hi_at(vi_load(hp),
-				   2 * QK_HB * (L % per) + (hi ? QK_HB : 0)));
+		q = vi_or(q, hi_at(vi_load(hp), 2 * QK_HB * lh +
+					       (hi ? QK_HB : 0)));
 	}
 	return q;
 }
@@ -189,7 +194,6 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_rec *r,
 		 * (k 4 L0.. of the tile), their high nibbles another (64
 		 * later); both dots at once, 2M independent sums.
 		 */
-#pragma GCC unroll 4
 		for (L0 = 0; L0 < KERN_TILE_LINES; L0 += lps) {
 			const unsigned int kl = tt * KERN_TILE_K_INT4 + 4 * L0;
 			const unsigned int kh = kl + KERN_INT4_HI_K;
@@ -200,8 +204,9 @@ AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_rec *r,
 				dl[m] = dh[m] = vi_zero();
 #pragma GCC unroll 8
 			for (j = 0; j < lps; j++) {
-				vi wl = qline(tp, L0 + j, 0, ro);
-				vi wh = qline(tp, L0 + j, 1, ro);
+				/* L0 is a multiple of QK_PER */
+				vi wl = qline(tp, L0 + j, j % QK_PER, 0, ro);
+				vi wh = qline(tp, L0 + j, j % QK_PER, 1, ro);
 
 #pragma GCC unroll 8
 				for (m = 0; m < M; m++) {
