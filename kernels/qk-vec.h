@@ -108,7 +108,6 @@ AI vi load_sc(const uint8_t *p)
 AI vi qline(const uint8_t *tp, unsigned int L, unsigned int lh, int hi,
 	    unsigned int ro)
 {
-	const unsigned int per = QK_PER;
 	const uint8_t *lp = tp + L * QK_LINE + ro;
 	vi w = vi_load(lp), q;
 
@@ -119,7 +118,7 @@ AI vi qline(const uint8_t *tp, unsigned int L, unsigned int lh, int hi,
 	q = vi_and(hi ? vi_srli16(w, 4) : w, vi_set1_8(0x0f));
 	if (QK_HB) {
 		/* the tile's high-bit lines follow its nibble lines */
-		const uint8_t *hp = tp + KERN_TILE_BYTES + L / per * QK_LINE +
+		const uint8_t *hp = tp + KERN_TILE_BYTES + L / QK_PER * QK_LINE +
 				    ro;
 
 		if (!hi && lh == 0)

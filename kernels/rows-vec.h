@@ -15,52 +15,33 @@
 /* the scratch KERN_VEC_DOWN needs with @mr tokens at once */
 #define KERN_VEC_DOWN_SCRATCH(mr)	(sizeof(float) * (mr) * KERN_VEC_DOWN_NSUB)
 
-/* one remainder of KERN_VEC_TOKENS: @r tokens, as one call where @mr
- * exceeds it (so that M stays a constant), else one at a time */
+/* @r (a constant) more tokens from @i where the block size @mr exceeds
+ * it, so that no M passed is above @mr */
 #define KERN_VEC_REM_(r, mr, blk, i, ...)				\
 	do {								\
-		unsigned int j_;					\
-									\
-		if ((mr) > (r))						\
+		if ((mr) > (r)) {					\
 			blk(__VA_ARGS__, i, (mr) > (r) ? (r) : 1);	\
-		else							\
-			for (j_ = 0; j_ < (r); j_++)			\
-				blk(__VA_ARGS__, (i) + j_, 1);		\
+			(i) += (r);					\
+		}							\
 	} while (0)
 
 /*
  * @blk(..., i, M) for tokens i in [0, @m) by @mr (<= 8), then the fewer
- * left as one call; no M passed is above @mr.
+ * left (< @mr) in blocks of 4, 2 and 1, each M a constant.
  */
 #define KERN_VEC_TOKENS(m, mr, blk, ...)				\
 	do {								\
-		unsigned int i_;					\
+		unsigned int i_, r_;					\
 									\
 		for (i_ = 0; i_ + (mr) <= (m); i_ += (mr))		\
 			blk(__VA_ARGS__, i_, mr);			\
-		switch ((m) - i_) {					\
-		case 7:							\
-			KERN_VEC_REM_(7, mr, blk, i_, __VA_ARGS__);	\
-			break;						\
-		case 6:							\
-			KERN_VEC_REM_(6, mr, blk, i_, __VA_ARGS__);	\
-			break;						\
-		case 5:							\
-			KERN_VEC_REM_(5, mr, blk, i_, __VA_ARGS__);	\
-			break;						\
-		case 4:							\
+		r_ = (m) - i_;						\
+		if (r_ & 4)						\
 			KERN_VEC_REM_(4, mr, blk, i_, __VA_ARGS__);	\
-			break;						\
-		case 3:							\
-			KERN_VEC_REM_(3, mr, blk, i_, __VA_ARGS__);	\
-			break;						\
-		case 2:							\
+		if (r_ & 2)						\
 			KERN_VEC_REM_(2, mr, blk, i_, __VA_ARGS__);	\
-			break;						\
-		case 1:							\
+		if (r_ & 1)						\
 			blk(__VA_ARGS__, i_, 1);			\
-			break;						\
-		}							\
 	} while (0)
 
 /* @blk(@a, n, i, M) over rows n in [@a->n0, @a->n1) by VF_LANES */
