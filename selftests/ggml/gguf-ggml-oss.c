@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <kt/kt.h>
+#include "kt_logged.h"
 #include "kt_test.h"
 #include "ggml-dl.h"
 #include "../loader/kt-bin.h"
@@ -427,9 +428,7 @@ static void cross_check(struct kt_test_meta *_metadata, const struct ocfg *oc)
 			TH_LOG("%s: not on this CPU", kt_isa_name(isas[i]));
 			continue;
 		}
-		if (kt_model_open(ctx, path, NULL, &m))
-			TH_LOG("%s", kt_last_error());
-		ASSERT_EQ(kt_model_open(ctx, path, NULL, &m), 0);
+		ASSERT_EQ(kt_logged(kt_model_open(ctx, path, NULL, &m)), 0);
 		kt_model_get_info(m, &info);
 		EXPECT_EQ(info.quant, KT_QUANT_MXFP4);
 		EXPECT_EQ(info.down_quant, (uint32_t)KT_QUANT_MXFP4);

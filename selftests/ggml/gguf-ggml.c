@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <kt/kt.h>
+#include "kt_logged.h"
 #include "kt_test.h"
 #include "ggml-dl.h"
 #include "../loader/kt-bin.h"
@@ -340,9 +341,7 @@ static void convert_same(struct kt_test_meta *_metadata, const char *path,
 	ASSERT_EQ(rc, 0);
 	ASSERT_EQ(kt_ctx_create(&o, &ctx), 0);
 	ASSERT_EQ(kt_model_open(ctx, path, NULL, &mg), 0);
-	if (kt_model_open(ctx, out, NULL, &mk))
-		TH_LOG("%s", kt_last_error());
-	ASSERT_EQ(kt_model_open(ctx, out, NULL, &mk), 0);
+	ASSERT_EQ(kt_logged(kt_model_open(ctx, out, NULL, &mk)), 0);
 	for (n = 0; n < NT; n++)
 		for (l = 0; l < NLAY; l++) {
 			ASSERT_EQ(kt_forward(ctx, mg, &ios[n], l, y1), 0);
@@ -463,9 +462,7 @@ static void cross_check(struct kt_test_meta *_metadata, const struct xcase *xc)
 			TH_LOG("%s: not on this CPU", kt_isa_name(isas[i]));
 			continue;
 		}
-		if (kt_model_open(ctx, path, NULL, &m))
-			TH_LOG("%s", kt_last_error());
-		ASSERT_EQ(kt_model_open(ctx, path, NULL, &m), 0);
+		ASSERT_EQ(kt_logged(kt_model_open(ctx, path, NULL, &m)), 0);
 		kt_model_get_info(m, &info);
 		EXPECT_EQ(info.quant, xc->want);
 		EXPECT_EQ(info.down_quant, (uint32_t)xc->want_down);

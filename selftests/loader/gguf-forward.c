@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <kt/kt.h>
+#include "kt_logged.h"
 #include "kt_test.h"
 #include "gguf-write.h"
 #include "kt-bin.h"
@@ -260,9 +261,7 @@ static void ktw_same(struct kt_test_meta *_metadata, const char *path,
 		};
 		unsigned int li;
 
-		if (kt_model_open(ctx, out, &mo, &mc))
-			TH_LOG("%s", kt_last_error());
-		ASSERT_EQ(kt_model_open(ctx, out, &mo, &mc), 0);
+		ASSERT_EQ(kt_logged(kt_model_open(ctx, out, &mo, &mc)), 0);
 		for (li = 0; li < c.L - c.dense; li++) {
 			a.layer = li;
 			a.y = y1;
@@ -364,9 +363,7 @@ static void run_layers(struct kt_test_meta *_metadata, struct gw_cfg c,
 			TH_LOG("%s: not on this CPU", kt_isa_name(isas[i]));
 			continue;
 		}
-		if (kt_model_open(ctx, path, NULL, &m))
-			TH_LOG("%s", kt_last_error());
-		ASSERT_EQ(kt_model_open(ctx, path, NULL, &m), 0);
+		ASSERT_EQ(kt_logged(kt_model_open(ctx, path, NULL, &m)), 0);
 		kt_model_get_info(m, &info);
 		EXPECT_EQ(info.quant, want);
 		/* where down's type varies, info has layer 0's */
@@ -778,12 +775,9 @@ static void by_layer_on_nodes(struct kt_test_meta *_metadata, uint32_t d0,
 				       kt_isa_name(isas[i]), nodes);
 				continue;
 			}
-			for (j = 0; j < 3; j++) {
-				if (kt_model_open(ctx, f[j].path, NULL, &m[j]))
-					TH_LOG("%s", kt_last_error());
-				ASSERT_EQ(kt_model_open(ctx, f[j].path, NULL,
-							&m[j]), 0);
-			}
+			for (j = 0; j < 3; j++)
+				ASSERT_EQ(kt_logged(kt_model_open(ctx,
+						f[j].path, NULL, &m[j])), 0);
 			EXPECT_EQ(kt_model_layer_down_quant(m[0], 0),
 				  (int)quant_of_gw(d0));
 			EXPECT_EQ(kt_model_layer_down_quant(m[0], 1),
