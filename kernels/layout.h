@@ -162,6 +162,15 @@ static inline size_t kern_tile_kcm(unsigned int N, unsigned int kc,
 	       kb % p;
 }
 
+/* kern_tile_kcm() of the first tile of K chunk @c: no division, for
+ * kernels that take one chunk at a time (@kt a power of two) */
+static inline size_t kern_tile_kcm_chunk(unsigned int N, unsigned int kc,
+					 unsigned int kt, unsigned int nb,
+					 unsigned int c)
+{
+	return ((size_t)c * (N / KERN_TILE_ROWS) + nb) * (kc / kt);
+}
+
 /* Byte of output row @r, K column @c (< kern_tile_k(@q)) inside a tile. */
 static inline unsigned int kern_tile_byte(enum kt_quant q, unsigned int r,
 					  unsigned int c)

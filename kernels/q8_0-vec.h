@@ -9,8 +9,9 @@
  * on AVX2 vpmaddubsw of |w| with x signed by w (2 * 128 * 127 < 32768).
  * Two groups are summed at once (gate and up of the same rows, or down's
  * consecutive groups), so that the dots' latency is hidden at any token
- * count. Down goes chunk by chunk over a run of rows (rows-vec.h), so that
- * its chunk-major tiles stream.
+ * count. Down of a few tokens goes chunk by chunk over a run of rows, so
+ * that its chunk-major tiles stream; of more, each row vector takes all
+ * chunks with its sums in registers (rows-vec.h).
  *
  * Included by kernels/q8_0-{avx2,avx512}.c after defining VEC_BITS and
  * VEC_ISA.
@@ -171,52 +172,38 @@ void VNAME(kern_gate_up_q8_0)(const struct kern_gate_up_args *a)
 	KERN_VEC_ROWS(gate_up_block, a, MR_GU);
 }
 
-/* down's lines of rows [n, n + VF_LANES) for group of column @k */
-AI const uint8_t *down_group(const struct kern_down_args *a, unsigned int n,
-			     unsigned int k)
-{
-	return a->down->tiles + kern_tile_off(kern_tile_kcm(a->N, a->kc,
-			KERN_TILE_K_INT8, n / KERN_TILE_ROWS,
-			k / KERN_TILE_K_INT8)) +
-	       (k % KERN_TILE_K_INT8) / Q8G * GLINES * LINE +
-	       n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
-}
-
 _Static_assert(KERN_DOWN_CHUNK % (2 * Q8G) == 0,
 	       "down_chunk() takes a chunk's groups two at a time");
 
-/* down: chunk @c of rows [n, n + VF_LANES), tokens [i, i + M), added to
- * part[m * nsub] */
+/*
+ * down: chunk @c of rows [n, n + VF_LANES), tokens [i, i + M), added to
+ * f[m]. A chunk's tiles of a row block are consecutive (chunk-major, two
+ * groups each), so its groups are GLINES lines apart.
+ */
 AI void down_chunk(const struct kern_down_args *a, unsigned int n,
-		   unsigned int c, float *part, unsigned int nsub,
-		   unsigned int i, const int M)
+		   unsigned int c, vf *f, unsigned int i, const int M)
 {
 	const unsigned int kc = a->kc;
 	const size_t crow = kern_q8_0_row_bytes(kc);
+	const uint8_t *t = a->down->tiles + kern_tile_off(kern_tile_kcm_chunk(
+			a->N, kc, KERN_TILE_K_INT8, n / KERN_TILE_ROWS, c)) +
+			   n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
+	const float *ws = a->down->scales + (size_t)(c * kc / Q8G) * a->N + n;
 	const uint8_t *x[MR];
-	vf f[MR];
 	unsigned int gg;
 	int m;
 
 #pragma GCC unroll 8
-	for (m = 0; m < M; m++) {
+	for (m = 0; m < M; m++)
 		x[m] = a->act + (i + m) * a->act_stride +
 		       (c - a->k0 / kc) * crow;
-		f[m] = vf_load(part + m * nsub);
-	}
 	/* two groups at once, added in order: the bits of one at a time */
-	for (gg = 0; gg < kc / Q8G; gg += 2) {
-		const uint8_t *t = down_group(a, n, c * kc + gg * Q8G);
-		const float *ws = a->down->scales +
-				  (size_t)((c * kc + gg * Q8G) / Q8G) * a->N + n;
-
-		group_dot(t, down_group(a, n, c * kc + (gg + 1) * Q8G), 1,
-			  vf_load(ws), vf_load(ws + a->N), x, gg * Q8G,
+	for (gg = 0; gg < kc / Q8G; gg += 2)
+		group_dot(t + (size_t)gg * GLINES * LINE,
+			  t + (size_t)(gg + 1) * GLINES * LINE, 1,
+			  vf_load(ws + (size_t)gg * a->N),
+			  vf_load(ws + (size_t)(gg + 1) * a->N), x, gg * Q8G,
 			  (gg + 1) * Q8G, gg, gg + 1, kc, M, f, f);
-	}
-#pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		vf_store(part + m * nsub, f[m]);
 }
 
 void VNAME(kern_down_q8_0)(const struct kern_down_args *a)

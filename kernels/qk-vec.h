@@ -272,37 +272,29 @@ void QNAME(kern_gate_up)(const struct kern_gate_up_args *a)
 
 /*
  * down: chunk @c (one activation block, KC / 128 tiles of one super-block)
- * of rows [n, n + VF_LANES), tokens [i, i + M), added to part[m * nsub]
+ * of rows [n, n + VF_LANES), tokens [i, i + M), added to f[m]
  */
 _Static_assert(KERN_DOWN_CHUNK <= KERN_Q4_K_SUPER &&
 	       KERN_Q4_K_SUPER % KERN_DOWN_CHUNK == 0,
 	       "block() takes the tiles of one super-block");
 
 AI void down_chunk(const struct kern_down_args *a, unsigned int n,
-		   unsigned int c, float *part, unsigned int nsub,
-		   unsigned int i, const int M)
+		   unsigned int c, vf *f, unsigned int i, const int M)
 {
 	const unsigned int kc = a->kc;
 	const size_t crow = kern_qk_row_bytes(kc, QK_SG);
 	struct kern_qk_rec r;
 	const uint8_t *x[MR];
-	vf f[MR];
 	int m;
 
 	kern_qk_rec_at(QK_Q, a->down->scales, a->K, n, c * kc, &r);
 #pragma GCC unroll 8
-	for (m = 0; m < M; m++) {
+	for (m = 0; m < M; m++)
 		x[m] = a->act + (i + m) * a->act_stride +
 		       (c - a->k0 / kc) * crow;
-		f[m] = vf_load(part + m * nsub);
-	}
-	block(a->down->tiles + kern_tile_off_q(QK_Q, kern_tile_kcm(a->N, kc,
-			KERN_TILE_K_INT4, n / KERN_TILE_ROWS,
-			c * kc / KERN_TILE_K_INT4)),
+	block(a->down->tiles + kern_tile_off_q(QK_Q, kern_tile_kcm_chunk(a->N,
+			kc, KERN_TILE_K_INT4, n / KERN_TILE_ROWS, c)),
 	      kc / KERN_TILE_K_INT4, &r, n, c * kc, x, kc, 0, 0, M, f);
-#pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		vf_store(part + m * nsub, f[m]);
 }
 
 void QNAME(kern_down)(const struct kern_down_args *a)

@@ -3,7 +3,8 @@
  * rows-vec.h - the loops the GGUF bodies over the width layer (q8_0-vec.h,
  * qk-vec.h) share: output rows in steps of one vector, tokens MR at a time
  * and the fewer left after, each count a constant so that every block
- * keeps its accumulators in registers; and down chunk by chunk.
+ * keeps its accumulators in registers; and down, chunk by chunk for a
+ * few tokens or row vector by row vector for more.
  */
 #ifndef KT_KERNELS_ROWS_VEC_H
 #define KT_KERNELS_ROWS_VEC_H
@@ -14,6 +15,9 @@
 #define KERN_VEC_DOWN_NSUB	1024
 /* the scratch KERN_VEC_DOWN needs with @mr tokens at once */
 #define KERN_VEC_DOWN_SCRATCH(mr)	(sizeof(float) * (mr) * KERN_VEC_DOWN_NSUB)
+
+/* a token loop of a macro body, unrolled so that its sums stay in registers */
+#define KERN_VEC_UNROLL		_Pragma("GCC unroll 8")
 
 /* @r (a constant) more tokens from @i where the block size @mr exceeds
  * it, so that no M passed is above @mr */
@@ -78,26 +82,67 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int ns0,
  * Tokens [i, i + M) of down rows [ns0, ns1): their partial sums (f32
  * [M][ns1 - ns0] at @part) take every chunk of [k0, k1) in turn, each
  * chunk's tiles of the rows one sequential stream (the chunk-major down
- * tiles), by @chunk(a, n, c, part + n - ns0, ns1 - ns0, i, M) per vector
- * of rows; then y += w * part. Each row's sum takes the chunks in the
- * order a row at a time would, so the bits are those of that order.
+ * tiles), by @chunk(a, n, c, f, i, M) per vector of rows, f[m] the sums
+ * of token i + m loaded from and stored back to @part; then y += w * part.
  */
 #define KERN_VEC_DOWN_RUN(chunk, a, ns0, ns1, part, i, M)		\
 	do {								\
 		unsigned int c_, n_, nsub_ = (ns1) - (ns0);		\
+		vf f_[M];						\
+		int m_;							\
 									\
 		memset(part, 0, sizeof(float) * (M) * nsub_);		\
 		for (c_ = (a)->k0 / (a)->kc; c_ < (a)->k1 / (a)->kc; c_++) \
-			for (n_ = (ns0); n_ < (ns1); n_ += VF_LANES)	\
-				chunk(a, n_, c_, (part) + (n_ - (ns0)),	\
-				      nsub_, i, M);			\
+			for (n_ = (ns0); n_ < (ns1); n_ += VF_LANES) {	\
+				float *p_ = (part) + (n_ - (ns0));	\
+									\
+				KERN_VEC_UNROLL				\
+				for (m_ = 0; m_ < (M); m_++)		\
+					f_[m_] = vf_load(p_ + m_ * nsub_); \
+				chunk(a, n_, c_, f_, i, M);		\
+				KERN_VEC_UNROLL				\
+				for (m_ = 0; m_ < (M); m_++)		\
+					vf_store(p_ + m_ * nsub_, f_[m_]); \
+			}						\
 		kern_vec_add_y(a, ns0, ns1, part, i, M);		\
 	} while (0)
 
 /*
- * Down rows [@a->n0, @a->n1) in runs of KERN_VEC_DOWN_NSUB, tokens by @mr,
- * chunk by chunk (KERN_VEC_DOWN_RUN); @a->scratch holds
- * KERN_VEC_DOWN_SCRATCH(@mr) bytes.
+ * Tokens [i, i + M) of the down rows [n, n + VF_LANES): the sums stay in
+ * registers while every chunk of [k0, k1) passes, then y += w * sums.
+ * For calls of more tokens than one block (compute bound, the weights
+ * reused from cache by every block) there is no stream to keep, and this
+ * saves each chunk's load and store of the partial sums.
+ */
+#define KERN_VEC_DOWN_ROW(chunk, a, n, i, M)				\
+	do {								\
+		unsigned int c_;					\
+		vf f_[M];						\
+		int m_;							\
+									\
+		KERN_VEC_UNROLL						\
+		for (m_ = 0; m_ < (M); m_++)				\
+			f_[m_] = vf_zero();				\
+		for (c_ = (a)->k0 / (a)->kc; c_ < (a)->k1 / (a)->kc; c_++) \
+			chunk(a, n, c_, f_, i, M);			\
+		KERN_VEC_UNROLL						\
+		for (m_ = 0; m_ < (M); m_++) {				\
+			float *y_ = (a)->y + (a)->y_rows[(i) + m_] *	\
+				    (a)->y_stride + (n);		\
+									\
+			vf_store(y_, vf_fmadd(vf_set1((a)->w[(i) + m_]), \
+					      f_[m_], vf_load(y_)));	\
+		}							\
+	} while (0)
+
+/*
+ * Down rows [@a->n0, @a->n1) in runs of KERN_VEC_DOWN_NSUB, tokens by @mr:
+ * each row's sums take the chunks in order, then y += w * sums, by
+ * @chunk(a, n, c, f, i, M) (f[m] the sums of token i + m over rows [n, n +
+ * VF_LANES)). Calls of at most @mr tokens (decode, memory bound) go chunk
+ * by chunk (KERN_VEC_DOWN_RUN; @a->scratch holds KERN_VEC_DOWN_SCRATCH(@mr)
+ * bytes), more row vector by row vector (KERN_VEC_DOWN_ROW). Both add each
+ * row's chunks in the same order, so the bits are the same.
  */
 #define KERN_VEC_DOWN(chunk, a, mr)					\
 	do {								\
@@ -106,10 +151,25 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int ns0,
 		for (ns0_ = (a)->n0; ns0_ < (a)->n1; ns0_ = ns1_) {	\
 			ns1_ = (a)->n1 - ns0_ < KERN_VEC_DOWN_NSUB ?	\
 			       (a)->n1 : ns0_ + KERN_VEC_DOWN_NSUB;	\
-			KERN_VEC_TOKENS((a)->m, mr, KERN_VEC_DOWN_RUN,	\
-					chunk, a, ns0_, ns1_,		\
-					(float *)(a)->scratch);		\
+			if ((a)->m > (mr))				\
+				KERN_VEC_TOKENS((a)->m, mr,		\
+						KERN_VEC_DOWN_ROWS_, chunk, \
+						a, ns0_, ns1_);		\
+			else						\
+				KERN_VEC_TOKENS((a)->m, mr,		\
+						KERN_VEC_DOWN_RUN, chunk, \
+						a, ns0_, ns1_,		\
+						(float *)(a)->scratch);	\
 		}							\
+	} while (0)
+
+/* KERN_VEC_DOWN_ROW over the row vectors of [@ns0, @ns1) */
+#define KERN_VEC_DOWN_ROWS_(chunk, a, ns0, ns1, i, M)			\
+	do {								\
+		unsigned int nv_;					\
+									\
+		for (nv_ = (ns0); nv_ < (ns1); nv_ += VF_LANES)		\
+			KERN_VEC_DOWN_ROW(chunk, a, nv_, i, M);		\
 	} while (0)
 
 #endif /* KT_KERNELS_ROWS_VEC_H */

@@ -310,13 +310,15 @@ TEST_F(isa, vs_scalar)
 
 /*
  * gate+up and down of @m tokens in one call of @qo, bitwise against the
- * same tokens in calls of at most 8: FP8 on AVX-512 widens each block once
- * for a call of more than 8 tokens and in registers per 8 otherwise, and
- * the result must not depend on which (moe-fp8-avx512.c).
+ * same tokens in calls of at most @split: kernels that take a call of many
+ * tokens another way than a few (FP8 on AVX-512 widens each block once for
+ * more than 8; the GGUF bodies' down keeps sums in registers for more than
+ * one token block) must give the same result either way.
  */
 static void split_same_bits(struct kt_test_meta *_metadata,
 			    const struct kern_quant_ops *qo,
-			    const struct blob *b, unsigned int m)
+			    const struct blob *b, unsigned int m,
+			    unsigned int split)
 {
 	unsigned int H = b->l.hidden, I = b->l.inter, kc = b->l.kc;
 	size_t rb = qo->act_row_bytes(H, b->l.group);
@@ -347,7 +349,7 @@ static void split_same_bits(struct kt_test_meta *_metadata,
 		out[v] = calloc((size_t)m * I, 4);
 		y[v] = calloc((size_t)m * H, 4);
 		for (i0 = 0; i0 < m; i0 += n) {
-			n = v == 0 ? m : (m - i0 < 8 ? m - i0 : 8);
+			n = v == 0 ? m : (m - i0 < split ? m - i0 : split);
 			struct kern_gate_up_args g = {
 				.gate = &b->mat[0], .up = &b->mat[1], .N = I,
 				.K = H, .group = b->l.group, .n0 = 0, .n1 = I,
@@ -400,13 +402,49 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
 	for (i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
 		split_same_bits(_metadata,
 				kern_quant_ops_get(ops, KT_QUANT_FP8), &b,
-				ms[i]);
+				ms[i], 8);
 		split_same_bits(_metadata,
 				kern_quant_ops_get(ops, KT_QUANT_FP8), &bc,
-				ms[i]);
+				ms[i], 8);
 	}
 	free(b.p);
 	free(bc.p);
+}
+
+/*
+ * The GGUF types on each variant: one call of m tokens bitwise against
+ * calls of 2 (below every variant's token block, so down goes chunk by
+ * chunk through scratch, where the one call keeps its sums in registers).
+ * H = 1280: down's rows are a run of 1024 and one of 256.
+ */
+TEST_F(isa, gguf_one_call_same_bits_as_two_token_calls)
+{
+	static const enum kt_quant qs[] = { KT_QUANT_Q8_0, KT_QUANT_Q4_K,
+					    KT_QUANT_Q5_K, KT_QUANT_Q6_K };
+	static const unsigned int ms[] = { 7, 37 };
+	const struct kern_ops *ops = kern_ops_get(variant->isa);
+	unsigned int qi, mi, tested = 0;
+
+	if (!ops)
+		SKIP(return, "%s kernels are not compiled in",
+		     kt_isa_name(variant->isa));
+	if (!core_isa_runs(variant->isa, core_cpu_flags()))
+		SKIP(return, "this CPU cannot run %s",
+		     kt_isa_name(variant->isa));
+	for (qi = 0; qi < sizeof(qs) / sizeof(qs[0]); qi++) {
+		const struct kern_quant_ops *qo = kern_quant_ops_get(ops, qs[qi]);
+		struct blob b;
+
+		if (!qo)
+			continue;
+		tested++;
+		ASSERT_EQ(blob_make(&b, qs[qi], 1280, 512, 0, 23), 0);
+		for (mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++)
+			split_same_bits(_metadata, qo, &b, ms[mi], 2);
+		free(b.p);
+	}
+	if (!tested)
+		SKIP(return, "%s has no GGUF kernels", ops->name);
 }
 
 /*
