@@ -118,7 +118,7 @@ TEST_BINS := $(TEST_SRCS:%.c=$(obj)/%) $(TEST_CXX_SRCS:%.cc=$(obj)/%)
 LIBKT_TEST := $(obj)/libkt-test.a
 # Programs of scripts/ built against libkt.a with the library's flags.
 SCRIPT_BINS := $(obj)/scripts/simd-bench $(obj)/scripts/amx-cross \
-	$(obj)/scripts/amx-loops $(obj)/scripts/ggml-bench
+	$(obj)/scripts/amx-loops $(obj)/scripts/ggml-bench $(obj)/scripts/vnni-mix
 
 LIBKT_SO := $(obj)/libkt.so
 LIBKT_A := $(obj)/libkt.a

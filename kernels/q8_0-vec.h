@@ -23,7 +23,7 @@
 
 /* tokens sharing a line: gate/up (both matrices' sums live) and down */
 #define MR_GU	(VEC_BITS == 512 ? 6 : 2)
-#define MR	(VEC_BITS == 512 ? 4 : 2)
+#define MR	(VEC_BITS == 512 ? 6 : 2)
 #define MR_MAX	(MR_GU > MR ? MR_GU : MR)
 #define LINE	KERN_TILE_ROW_BYTES
 #define GLINES	(Q8G / KERN_TILE_LANE_BYTES)	/* lines of one group: 8 */
