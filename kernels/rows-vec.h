@@ -9,8 +9,6 @@
 #ifndef KT_KERNELS_ROWS_VEC_H
 #define KT_KERNELS_ROWS_VEC_H
 
-#include <string.h>
-
 /* down rows whose partial sums wait in scratch while the chunks pass */
 #define KERN_VEC_DOWN_NSUB	1024
 /* the scratch KERN_VEC_DOWN needs with @mr tokens at once */
@@ -57,24 +55,17 @@
 			KERN_VEC_TOKENS((a)->m, mr, blk, a, n_);	\
 	} while (0)
 
-/* y[y_rows[i + m]] += w[i + m] * part[m] over rows [@ns0, @ns1) */
-AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int ns0,
-		       unsigned int ns1, const float *part, unsigned int i,
-		       const int M)
+/* y[y_rows[i + m]][n, n + VF_LANES) += w[i + m] * f[m] */
+AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
+		       const vf *f, unsigned int i, const int M)
 {
-	const unsigned int nsub = ns1 - ns0;
-	unsigned int n;
 	int m;
 
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++) {
-		float *y = a->y + a->y_rows[i + m] * a->y_stride;
-		vf w = vf_set1(a->w[i + m]);
+		float *y = a->y + a->y_rows[i + m] * a->y_stride + n;
 
-		for (n = ns0; n < ns1; n += VF_LANES)
-			vf_store(y + n, vf_fmadd(w, vf_load(part + m * nsub +
-							  n - ns0),
-						 vf_load(y + n)));
+		vf_store(y, vf_fmadd(vf_set1(a->w[i + m]), f[m], vf_load(y)));
 	}
 }
 
@@ -83,28 +74,34 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int ns0,
  * [M][ns1 - ns0] at @part) take every chunk of [k0, k1) in turn, each
  * chunk's tiles of the rows one sequential stream (the chunk-major down
  * tiles), by @chunk(a, n, c, f, i, M) per vector of rows, f[m] the sums
- * of token i + m loaded from and stored back to @part; then y += w * part.
+ * of token i + m (zero at the first chunk, then from @part); after the
+ * last chunk y += w * f instead of a store.
  */
 #define KERN_VEC_DOWN_RUN(chunk, a, ns0, ns1, part, i, M)		\
 	do {								\
+		const unsigned int c0_ = (a)->k0 / (a)->kc;		\
+		const unsigned int c1_ = (a)->k1 / (a)->kc;		\
 		unsigned int c_, n_, nsub_ = (ns1) - (ns0);		\
 		vf f_[M];						\
 		int m_;							\
 									\
-		memset(part, 0, sizeof(float) * (M) * nsub_);		\
-		for (c_ = (a)->k0 / (a)->kc; c_ < (a)->k1 / (a)->kc; c_++) \
+		for (c_ = c0_; c_ < c1_; c_++)				\
 			for (n_ = (ns0); n_ < (ns1); n_ += VF_LANES) {	\
 				float *p_ = (part) + (n_ - (ns0));	\
 									\
 				KERN_VEC_UNROLL				\
 				for (m_ = 0; m_ < (M); m_++)		\
-					f_[m_] = vf_load(p_ + m_ * nsub_); \
+					f_[m_] = c_ == c0_ ? vf_zero() : \
+						 vf_load(p_ + m_ * nsub_); \
 				chunk(a, n_, c_, f_, i, M);		\
+				if (c_ + 1 == c1_) {			\
+					kern_vec_add_y(a, n_, f_, i, M); \
+					continue;			\
+				}					\
 				KERN_VEC_UNROLL				\
 				for (m_ = 0; m_ < (M); m_++)		\
 					vf_store(p_ + m_ * nsub_, f_[m_]); \
 			}						\
-		kern_vec_add_y(a, ns0, ns1, part, i, M);		\
 	} while (0)
 
 /*
@@ -125,19 +122,13 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int ns0,
 			f_[m_] = vf_zero();				\
 		for (c_ = (a)->k0 / (a)->kc; c_ < (a)->k1 / (a)->kc; c_++) \
 			chunk(a, n, c_, f_, i, M);			\
-		KERN_VEC_UNROLL						\
-		for (m_ = 0; m_ < (M); m_++) {				\
-			float *y_ = (a)->y + (a)->y_rows[(i) + m_] *	\
-				    (a)->y_stride + (n);		\
-									\
-			vf_store(y_, vf_fmadd(vf_set1((a)->w[(i) + m_]), \
-					      f_[m_], vf_load(y_)));	\
-		}							\
+		kern_vec_add_y(a, n, f_, i, M);				\
 	} while (0)
 
 /*
- * Down rows [@a->n0, @a->n1) in runs of KERN_VEC_DOWN_NSUB, tokens by @mr:
- * each row's sums take the chunks in order, then y += w * sums, by
+ * Down rows [@a->n0, @a->n1) in runs of KERN_VEC_DOWN_NSUB (a run's tiles
+ * stay in L2 while its token blocks pass), tokens by @mr: each row's sums
+ * take the chunks in order, then y += w * sums, by
  * @chunk(a, n, c, f, i, M) (f[m] the sums of token i + m over rows [n, n +
  * VF_LANES)). Calls of at most @mr tokens (decode, memory bound) go chunk
  * by chunk (KERN_VEC_DOWN_RUN; @a->scratch holds KERN_VEC_DOWN_SCRATCH(@mr)
