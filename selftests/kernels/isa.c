@@ -312,8 +312,9 @@ TEST_F(isa, vs_scalar)
  * gate+up and down of @m tokens in one call of @qo, bitwise against the
  * same tokens in calls of at most @split: kernels that take a call of many
  * tokens another way than a few (FP8 on AVX-512 widens each block once for
- * more than 8; the GGUF bodies' down keeps sums in registers for more than
- * one token block) must give the same result either way.
+ * more than 8; down on 512 bits and in the GGUF bodies keeps its sums in
+ * registers for more than one token block) must give the same result
+ * either way.
  */
 static void split_same_bits(struct kt_test_meta *_metadata,
 			    const struct kern_quant_ops *qo,
@@ -412,18 +413,31 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
 }
 
 /*
- * The GGUF types on each variant: one call of m tokens bitwise against
- * calls of 2 (below every variant's token block, so down goes chunk by
- * chunk through scratch, where the one call keeps its sums in registers).
- * H = 1280: down's rows are a run of 1024 and one of 256.
+ * One call of m tokens bitwise against the same tokens in calls of at most
+ * @split, on each variant: small enough that down goes chunk by chunk
+ * through scratch, where the one call keeps its sums in registers (the
+ * GGUF bodies; INT8 and BF16 on 512 bits). Integer dots take any split;
+ * BF16 sums f32 in two chains for blocks of 3 tokens or fewer, one above,
+ * so its calls are of 6 and m a multiple of 6 (the 512-bit down's block).
+ * H = 1280: down's rows are a run of 1024 and one of 256, an odd number
+ * of row blocks per run (the 512-bit bodies take two at once); 13 and 37
+ * leave remainders after full token blocks.
  */
-TEST_F(isa, gguf_one_call_same_bits_as_two_token_calls)
+TEST_F(isa, one_call_same_bits_as_split_calls)
 {
-	static const enum kt_quant qs[] = { KT_QUANT_Q8_0, KT_QUANT_Q4_K,
-					    KT_QUANT_Q5_K, KT_QUANT_Q6_K };
-	static const unsigned int ms[] = { 7, 37 };
+	static const unsigned int ms2[] = { 7, 13, 37, 0 }, ms6[] = { 12, 36, 0 };
+	static const struct {
+		enum kt_quant q;
+		unsigned int group, split;
+	} qs[] = {
+		{ KT_QUANT_INT8, 0, 2 }, { KT_QUANT_INT4, 32, 2 },
+		{ KT_QUANT_BF16, 0, 6 }, { KT_QUANT_Q8_0, 0, 2 },
+		{ KT_QUANT_Q4_K, 0, 2 }, { KT_QUANT_Q5_K, 0, 2 },
+		{ KT_QUANT_Q6_K, 0, 2 },
+	};
 	const struct kern_ops *ops = kern_ops_get(variant->isa);
-	unsigned int qi, mi, tested = 0;
+	unsigned int qi;
+	const unsigned int *m;
 
 	if (!ops)
 		SKIP(return, "%s kernels are not compiled in",
@@ -432,19 +446,18 @@ TEST_F(isa, gguf_one_call_same_bits_as_two_token_calls)
 		SKIP(return, "this CPU cannot run %s",
 		     kt_isa_name(variant->isa));
 	for (qi = 0; qi < sizeof(qs) / sizeof(qs[0]); qi++) {
-		const struct kern_quant_ops *qo = kern_quant_ops_get(ops, qs[qi]);
+		const struct kern_quant_ops *qo = kern_quant_ops_get(ops,
+								     qs[qi].q);
 		struct blob b;
 
 		if (!qo)
 			continue;
-		tested++;
-		ASSERT_EQ(blob_make(&b, qs[qi], 1280, 512, 0, 23), 0);
-		for (mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++)
-			split_same_bits(_metadata, qo, &b, ms[mi], 2);
+		ASSERT_EQ(blob_make(&b, qs[qi].q, 1280, 512, qs[qi].group,
+				    23), 0);
+		for (m = qs[qi].split == 2 ? ms2 : ms6; *m; m++)
+			split_same_bits(_metadata, qo, &b, *m, qs[qi].split);
 		free(b.p);
 	}
-	if (!tested)
-		SKIP(return, "%s has no GGUF kernels", ops->name);
 }
 
 /*
