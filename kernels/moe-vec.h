@@ -179,28 +179,6 @@ AI void gu_rows(const struct kern_gate_up_args *a, unsigned int i0,
 	}
 }
 
-/* bytes of one token's prepared activations of one down chunk */
-AI size_t down_crow(const struct kern_down_args *a, enum kt_quant q)
-{
-	return q == KT_QUANT_BF16 ? (size_t)a->kc * 2 :
-	       kern_act_row_bytes_q(a->kc, q == KT_QUANT_INT4 ? a->group : 0);
-}
-
-/* the scales (INT8, INT4; broadcast) and sums of q of the rows at x[m] */
-AI void down_row_sums(const struct kern_down_args *a, enum kt_quant q,
-		      const uint8_t *const *x, vf *xs, const int32_t **gs,
-		      const int M)
-{
-	int m;
-
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		if (q != KT_QUANT_BF16)
-			xs[m] = vf_set1(act_scale(x[m], a->kc));
-		gs[m] = (const int32_t *)(x[m] + a->kc + 4);
-	}
-}
-
 /*
  * Token i0 + m's prepared row of chunk @c of a down call, its scale (INT8,
  * INT4) broadcast and its sums of q.
@@ -209,28 +187,19 @@ AI void down_rows(const struct kern_down_args *a, enum kt_quant q,
 		  unsigned int i0, unsigned int c, const uint8_t **x, vf *xs,
 		  const int32_t **gs, const int M)
 {
-	const size_t crow = down_crow(a, q);
+	const size_t crow = q == KT_QUANT_BF16 ? (size_t)a->kc * 2 :
+			    kern_act_row_bytes_q(a->kc, q == KT_QUANT_INT4 ?
+						 a->group : 0);
 	int m;
 
 #pragma GCC unroll 16
-	for (m = 0; m < M; m++)
+	for (m = 0; m < M; m++) {
 		x[m] = a->act + (i0 + m) * a->act_stride +
 		       (c - a->k0 / a->kc) * crow;
-	down_row_sums(a, q, x, xs, gs, M);
-}
-
-/* down_rows() of the chunk after the one @x points at */
-AI void down_next_chunk(const struct kern_down_args *a, enum kt_quant q,
-			const uint8_t **x, vf *xs, const int32_t **gs,
-			const int M)
-{
-	const size_t crow = down_crow(a, q);
-	int m;
-
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-		x[m] += crow;
-	down_row_sums(a, q, x, xs, gs, M);
+		if (q != KT_QUANT_BF16)
+			xs[m] = vf_set1(act_scale(x[m], a->kc));
+		gs[m] = (const int32_t *)(x[m] + a->kc + 4);
+	}
 }
 
 /* ---- y ----------------------------------------------------------------------

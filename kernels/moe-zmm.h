@@ -31,10 +31,6 @@
 #define LANE		KERN_TILE_LANE_BYTES
 /* Output rows whose partial sums one down pass keeps in scratch. */
 #define DOWN_NSUB	1024
-/* Tokens at once where down keeps its sums in registers (2 x 2 x DOWN_MR). */
-#ifndef DOWN_MR
-#define DOWN_MR		6
-#endif
 
 AI __m512i bcast32(const void *p)
 {
@@ -623,116 +619,11 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 	down_add_y(a, q, i0, ns0, ns1, part, M);
 }
 
-/*
- * Down for calls of more tokens than one block (compute bound): output row
- * blocks @nb and, with @two, nb + 1 (adjacent tiles: each broadcast feeds
- * two dots), tokens [i0, i0 + M). Their sums stay in registers while every
- * chunk of [k0, k1) passes, then y += w * sums (INT8: times the row
- * scales): the same operations in the same order as down_block() with its
- * scratch, so the bits are the same. During later token passes the next
- * pair's tiles (@nb_next, none if past @nb_end) are pulled into L2.
- */
-AI void down_row_pair(const struct kern_down_args *a, enum kt_quant q,
-		      unsigned int nb, const int two, unsigned int nb_end,
-		      unsigned int i0, unsigned int passes, const int M)
-{
-	const unsigned int P = a->kc / kern_tile_k(q);
-	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
-	const unsigned int nbn = nb + 1 + two;
-	/* one chunk's tiles of all N rows: the stride from chunk to chunk */
-	const size_t cstride = kern_tile_off((size_t)(a->N / NROW) * P);
-	const uint8_t *tw = a->down->tiles + kern_tile_off(
-		kern_tile_kcm_chunk(a->N, a->kc, kern_tile_k(q), nb, c0));
-	/* the share of this pass, planned once: only its address moves */
-	struct l2pf pf = l2pf_share(nbn < nb_end ?
-				    tw + kern_tile_off((size_t)(nbn - nb) * P) :
-				    NULL, NULL, (1 + two) * P * NLINE, P,
-				    i0 / DOWN_MR, passes);
-	const uint8_t *x[MR];
-	const int32_t *gs[MR];
-	vf xs[MR];
-	__m512 r[2][MR];
-	unsigned int c;
-	int m, b;
-
-	/* chunk c0's activations; each next chunk's follow at + crow */
-	down_rows(a, q, i0, c0, x, xs, gs, M);
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-		r[0][m] = r[1][m] = _mm512_setzero_ps();
-	for (c = c0; c < c1; c++) {
-		if (c > c0)
-			down_next_chunk(a, q, x, xs, gs, M);
-		if (q == KT_QUANT_INT8) {
-			__m512i d[2][MR];
-
-			mk_i8(tw, tw + kern_tile_off(P), two, P, x, gs, M,
-			      d[0], d[1], pf);
-#pragma GCC unroll 16
-			for (b = 0; b <= two; b++)
-#pragma GCC unroll 16
-				for (m = 0; m < M; m++)
-					r[b][m] = _mm512_fmadd_ps(
-						_mm512_cvtepi32_ps(d[b][m]),
-						xs[m], r[b][m]);
-		} else {
-			mk_bf16(tw, tw + kern_tile_off(P), two, P, x, M, r[0],
-				r[1], pf);
-		}
-		tw += cstride;
-		if (pf.p[0])
-			pf.p[0] += cstride;
-	}
-#pragma GCC unroll 16
-	for (b = 0; b <= two; b++) {
-		const unsigned int n = (nb + b) * NROW;
-		const __m512 ws = q == KT_QUANT_INT8 ?
-			_mm512_loadu_ps(a->down->scales + n) : vf_set1(1);
-
-#pragma GCC unroll 16
-		for (m = 0; m < M; m++) {
-			float *y = a->y + a->y_rows[i0 + m] * a->y_stride + n;
-			__m512 s = q == KT_QUANT_INT8 ?
-				_mm512_mul_ps(r[b][m], ws) : r[b][m];
-
-			_mm512_storeu_ps(y, _mm512_fmadd_ps(
-				_mm512_set1_ps(a->w[i0 + m]), s,
-				_mm512_loadu_ps(y)));
-		}
-	}
-}
-
-/*
- * INT8 and BF16 down for calls of more than MR tokens: pairs of row blocks
- * outer (their tiles, 2 x 16 x (k1 - k0) weights, stay in L1 and L2 while
- * the token blocks of DOWN_MR pass), tokens inner.
- */
-AI void down_by_rows(const struct kern_down_args *a, enum kt_quant q)
-{
-	const unsigned int nb1 = a->n1 / NROW;
-	unsigned int nb, i0, mr, passes = (a->m + DOWN_MR - 1) / DOWN_MR;
-
-	for (nb = a->n0 / NROW; nb < nb1; nb += 2)
-		for (i0 = 0; i0 < a->m; i0 += mr) {
-			mr = a->m - i0 < DOWN_MR ? a->m - i0 : DOWN_MR;
-			if (nb + 1 < nb1)
-				KERN_DISPATCH_M(down_row_pair, mr, a, q, nb, 1,
-						nb1, i0, passes);
-			else
-				KERN_DISPATCH_M(down_row_pair, mr, a, q, nb, 0,
-						nb1, i0, passes);
-		}
-}
-
-AI void down(const struct kern_down_args *a, enum kt_quant q)
+static void down(const struct kern_down_args *a, enum kt_quant q)
 {
 	float *part = a->scratch;
 	unsigned int i0, mr, ns0, ns1, passes = (a->m + MR - 1) / MR;
 
-	if (q != KT_QUANT_INT4 && a->m > MR) {
-		down_by_rows(a, q);
-		return;
-	}
 	for (ns0 = a->n0; ns0 < a->n1; ns0 = ns1) {
 		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
 		for (i0 = 0; i0 < a->m; i0 += mr) {

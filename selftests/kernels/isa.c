@@ -312,9 +312,8 @@ TEST_F(isa, vs_scalar)
  * gate+up and down of @m tokens in one call of @qo, bitwise against the
  * same tokens in calls of at most @split: kernels that take a call of many
  * tokens another way than a few (FP8 on AVX-512 widens each block once for
- * more than 8; down on 512 bits and in the GGUF bodies keeps its sums in
- * registers for more than one token block) must give the same result
- * either way.
+ * more than 8; the GGUF bodies' down keeps sums in registers for more than
+ * one token block) must give the same result either way.
  */
 static void split_same_bits(struct kt_test_meta *_metadata,
 			    const struct kern_quant_ops *qo,
@@ -414,14 +413,14 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
 
 /*
  * One call of m tokens bitwise against the same tokens in calls of at most
- * @split, on each variant: small enough that down goes chunk by chunk
- * through scratch, where the one call keeps its sums in registers (the
- * GGUF bodies; INT8 and BF16 on 512 bits). Integer dots take any split;
- * BF16 sums f32 in two chains for blocks of 3 tokens or fewer, one above,
- * so its calls are of 6 and m a multiple of 6 (the 512-bit down's block).
- * H = 1280: down's rows are a run of 1024 and one of 256, an odd number
- * of row blocks per run (the 512-bit bodies take two at once); 13 and 37
- * leave remainders after full token blocks.
+ * @split, on each variant: a token's result may not depend on how many
+ * others share its call. The splits are small enough that down goes chunk
+ * by chunk through scratch, where the GGUF bodies' one call keeps its sums
+ * in registers. Integer dots take any split; BF16 sums f32 in two chains
+ * for blocks of 3 tokens or fewer and one above, so its calls are of 6 and
+ * m a multiple of 6. H = 1280: down's rows are a run of 1024 and one of
+ * 256, an odd number of row blocks per run (the 512-bit bodies take two at
+ * once); 13 and 37 leave remainders after full token blocks.
  */
 TEST_F(isa, one_call_same_bits_as_split_calls)
 {
