@@ -12,6 +12,7 @@
 #include "kernels/dispatch-m.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
+#include "kernels/act-vec.h"
 
 /* ---- exp / SiLU over arrays (n a multiple of 16) -------------------------- */
 
@@ -53,51 +54,25 @@ size_t VNAME(kern_act_row_bytes_bf16)(unsigned int K, unsigned int group)
 	return kern_act_row_bytes_b16(K);
 }
 
-AI vf load_src(const uint8_t *s, enum kt_dtype dtype, unsigned int k)
-{
-	if (dtype == KT_DTYPE_BF16)
-		return vf_load_bf16(s + 2 * (size_t)k);
-	return vf_load((const float *)(s + 4 * (size_t)k));
-}
-
 static void act_prepare_q(const void *src, size_t src_stride,
 			  enum kt_dtype dtype, unsigned int rows,
 			  unsigned int K, unsigned int group, uint8_t *dst,
 			  size_t dst_stride)
 {
-	unsigned int r, k;
+	/* sums of q per group (INT4) or over the row (INT8) */
+	unsigned int G = group ? group : K, r, g;
 
 	for (r = 0; r < rows; r++) {
 		const uint8_t *s = (const uint8_t *)src + r * src_stride;
 		uint8_t *d = dst + r * dst_stride;
-		vf vmax = vf_zero(), vinv;
-		float amax, inv, scale;
+		float scale = act_quant_block(s, dtype, 0, K, (int8_t *)d) /
+			      127.0f;
 
-		for (k = 0; k < K; k += VF_LANES)
-			vmax = vf_max(vmax, vf_abs(load_src(s, dtype, k)));
-		amax = vf_hmax(vmax);
-		inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-		scale = amax / 127.0f;
-		vinv = vf_set1(inv);
-		/* cvtps rounds to nearest even, as rintf() does */
-		for (k = 0; k < K; k += VF_LANES)
-			vi_store_i8(d + k, vf_cvt_i32(vf_mul(
-					load_src(s, dtype, k), vinv)));
 		memcpy(d + K, &scale, sizeof(scale));
-		{
-			/* sums of q per group (INT4) or over the row (INT8) */
-			unsigned int G = group ? group : K, g;
+		for (g = 0; g < K / G; g++) {
+			int32_t sum = act_sum_q((const int8_t *)d + g * G, G);
 
-			for (g = 0; g < K / G; g++) {
-				vi acc = vi_zero();
-				int32_t sum;
-
-				for (k = 0; k < G; k += VF_LANES)
-					acc = vi_add32(acc, vi_load_i8(d +
-						g * G + k));
-				sum = vi_hadd32(acc);
-				memcpy(d + K + 4 + 4 * g, &sum, 4);
-			}
+			memcpy(d + K + 4 + 4 * g, &sum, 4);
 		}
 	}
 }

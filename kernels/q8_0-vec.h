@@ -19,6 +19,7 @@
 #include "kernels/q8_0.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
+#include "kernels/act-vec.h"
 #include "kernels/rows-vec.h"
 
 /* tokens sharing a line: gate/up (both matrices' sums live) and down */
@@ -58,12 +59,28 @@ size_t VNAME(kern_act_row_bytes_q8_0)(unsigned int K, unsigned int group)
 	return kern_q8_0_row_bytes(K);
 }
 
+/* kern_q8_0_prepare() on vectors: the same bytes (act-vec.h) */
 void VNAME(kern_act_prepare_q8_0)(const void *src, size_t src_stride,
 				  enum kt_dtype dtype, unsigned int rows,
 				  unsigned int K, unsigned int group,
 				  uint8_t *dst, size_t dst_stride)
 {
-	kern_q8_0_prepare(src, src_stride, dtype, rows, K, dst, dst_stride);
+	unsigned int r, g;
+
+	for (r = 0; r < rows; r++) {
+		const uint8_t *s = (const uint8_t *)src + r * src_stride;
+		uint8_t *d = dst + r * dst_stride;
+		float *sc = (float *)kern_q8_0_row_scales(d, K);
+		int32_t *corr = (int32_t *)kern_q8_0_row_corr(d, K);
+
+		for (g = 0; g < K / Q8G; g++) {
+			int8_t *q = (int8_t *)d + g * Q8G;
+			float amax = act_quant_block(s, dtype, g * Q8G, Q8G, q);
+
+			sc[g] = kern_f16_to_f32(kern_f32_to_f16(amax / 127.0f));
+			corr[g] = 128 * act_sum_q(q, Q8G);
+		}
+	}
 }
 
 size_t VNAME(kern_scratch_bytes_q8_0)(const struct kern_geom *g,

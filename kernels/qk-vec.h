@@ -20,6 +20,7 @@
 #include "kernels/qk.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
+#include "kernels/act-vec.h"
 #include "kernels/rows-vec.h"
 
 #define QK_HB		kern_qk_hi_bits(QK_Q)	/* bits above the nibble */
@@ -37,13 +38,31 @@ size_t QNAME(kern_act_row_bytes)(unsigned int K, unsigned int group)
 	return kern_qk_row_bytes(K, QK_SG);
 }
 
+/* kern_qk_prepare() on vectors: the same bytes (act-vec.h) */
 void QNAME(kern_act_prepare)(const void *src, size_t src_stride,
 			     enum kt_dtype dtype, unsigned int rows,
 			     unsigned int K, unsigned int group, uint8_t *dst,
 			     size_t dst_stride)
 {
-	kern_qk_prepare(src, src_stride, dtype, rows, K, QK_SG, dst,
-			dst_stride);
+	const unsigned int B = kern_qk_act_block(K);
+	unsigned int r, b;
+
+	for (r = 0; r < rows; r++) {
+		const uint8_t *s = (const uint8_t *)src + r * src_stride;
+		uint8_t *d = dst + r * dst_stride;
+		float *sc = (float *)(d + K);
+		int32_t *sum = (int32_t *)kern_qk_row_sums(d, K);
+		float *fsum = (float *)kern_qk_row_fsums(d, K, QK_SG);
+
+		for (b = 0; b < K / B; b++)
+			sc[b] = act_quant_block(s, dtype, b * B, B,
+						(int8_t *)d + b * B) / 127.0f;
+		for (b = 0; b < K / QK_SG; b++) {
+			sum[b] = act_sum_q((const int8_t *)d + b * QK_SG,
+					   QK_SG);
+			fsum[b] = (float)sum[b];
+		}
+	}
 }
 
 size_t QNAME(kern_scratch_bytes)(const struct kern_geom *g,

@@ -460,6 +460,93 @@ TEST_F(isa, one_call_same_bits_as_split_calls)
 }
 
 /*
+ * The GGUF types' prepared activation rows (one format for every variant:
+ * int8 q, scales, sums) of each variant, byte for byte those of the scalar
+ * definitions, from f32 and bf16, for rows of K = H (blocks of 256) and of
+ * one down chunk (K = 128): normal values, a zero row, a row of exact
+ * halves (x * 127 / amax = n + 0.5, where rounding to even shows) and one
+ * where amax is negative.
+ */
+TEST_F(isa, gguf_act_prepare_same_bytes_as_scalar)
+{
+	static const enum kt_quant qs[] = { KT_QUANT_Q8_0, KT_QUANT_Q4_K,
+					    KT_QUANT_Q5_K, KT_QUANT_Q6_K };
+	static const unsigned int Ks[] = { 2048, 128 };
+	enum { ROWS = 5 };
+	const struct kern_ops *ops = kern_ops_get(variant->isa);
+	const struct kern_ops *scalar = kern_ops_get(KT_ISA_SCALAR);
+	unsigned int qi, ki, i, dt, tested = 0;
+
+	if (!ops)
+		SKIP(return, "%s kernels are not compiled in",
+		     kt_isa_name(variant->isa));
+	if (!core_isa_runs(variant->isa, core_cpu_flags()))
+		SKIP(return, "this CPU cannot run %s",
+		     kt_isa_name(variant->isa));
+	for (ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++) {
+		unsigned int K = Ks[ki];
+		struct tu_rng r = { 90 + K };
+		float *x = malloc((size_t)ROWS * K * 4);
+		uint16_t *xb = malloc((size_t)ROWS * K * 2);
+
+		tu_fill_normal(&r, x, (size_t)2 * K, 1.0);
+		memset(x + 2 * K, 0, (size_t)K * 4);
+		for (i = 0; i < K; i++) {
+			/* amax 127: x / 1 = n + 0.5 for n in -64..63 */
+			x[3 * K + i] = (float)((int)(i % 128) - 64) + 0.5f;
+			x[4 * K + i] = (float)(0.01 * tu_normal(&r));
+		}
+		x[3 * K] = 127.0f;
+		x[4 * K + 7] = -3.0f;
+		for (i = 0; i < ROWS * K; i++)
+			xb[i] = kern_f32_to_bf16(x[i]);
+		for (qi = 0; qi < sizeof(qs) / sizeof(qs[0]); qi++) {
+			const struct kern_quant_ops *qo =
+				kern_quant_ops_get(ops, qs[qi]);
+			const struct kern_quant_ops *ref =
+				kern_quant_ops_get(scalar, qs[qi]);
+			size_t rb;
+			uint8_t *p[2];
+
+			if (!qo || qo == ref)
+				continue;
+			tested++;
+			rb = ref->act_row_bytes(K, 0);
+			ASSERT_EQ(qo->act_row_bytes(K, 0), rb);
+			for (dt = 0; dt < 2; dt++) {
+				const void *src = dt ? (const void *)xb : x;
+				size_t stride = (size_t)K * (dt ? 2 : 4);
+				enum kt_dtype t = dt ? KT_DTYPE_BF16 :
+						       KT_DTYPE_F32;
+
+				p[0] = calloc(ROWS, rb);
+				p[1] = calloc(ROWS, rb);
+				qo->act_prepare(src, stride, t, ROWS, K, 0,
+						p[0], rb);
+				ref->act_prepare(src, stride, t, ROWS, K, 0,
+						 p[1], rb);
+				for (i = 0; i < ROWS; i++) {
+					int diff = memcmp(p[0] + i * rb,
+							  p[1] + i * rb, rb);
+
+					if (diff)
+						TH_LOG("%s K %u row %u (%s)",
+						       kt_quant_name(qs[qi]), K,
+						       i, dt ? "bf16" : "f32");
+					EXPECT_EQ(diff, 0);
+				}
+				free(p[0]);
+				free(p[1]);
+			}
+		}
+		free(x);
+		free(xb);
+	}
+	if (!tested)
+		SKIP(return, "%s has no GGUF kernels of its own", ops->name);
+}
+
+/*
  * Every E4M3 code widened by each variant that runs here: a down matrix
  * (H 256, I 128, a scale of 1 per row) holding code (n + 3k) % 256 at row
  * n, column k, so that each column has all 256; token i's activation is
