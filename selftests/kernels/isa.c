@@ -26,6 +26,18 @@ struct blob {
 	struct kern_mat mat[3];
 };
 
+/* skip the test where the kernels @ops of @isa are not built or the CPU
+ * cannot run them */
+#define SKIP_UNLESS_RUNS(ops, isa)					\
+	do {								\
+		if (!(ops))						\
+			SKIP(return, "%s kernels are not compiled in",	\
+			     kt_isa_name(isa));				\
+		if (!core_isa_runs(isa, core_cpu_flags()))		\
+			SKIP(return, "this CPU cannot run %s",		\
+			     kt_isa_name(isa));				\
+	} while (0)
+
 static int blob_make(struct blob *b, enum kt_quant q, unsigned int H,
 		     unsigned int I, unsigned int group, uint64_t seed)
 {
@@ -219,10 +231,7 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 	};
 	const struct kern_glu silu_b = { .act = KT_ACT_SILU, .up_bias = ub };
 
-	if (!ops)
-		SKIP(return, "%s kernels are not compiled in", kt_isa_name(isa));
-	if (!core_isa_runs(isa, core_cpu_flags()))
-		SKIP(return, "this CPU cannot run %s", kt_isa_name(isa));
+	SKIP_UNLESS_RUNS(ops, isa);
 	for (i = 0; i < 768; i++) {
 		gb[i] = (float)(0.5 * tu_normal(&rb));
 		ub[i] = (float)(0.5 * tu_normal(&rb));
@@ -438,12 +447,7 @@ TEST_F(isa, one_call_same_bits_as_split_calls)
 	unsigned int qi;
 	const unsigned int *m;
 
-	if (!ops)
-		SKIP(return, "%s kernels are not compiled in",
-		     kt_isa_name(variant->isa));
-	if (!core_isa_runs(variant->isa, core_cpu_flags()))
-		SKIP(return, "this CPU cannot run %s",
-		     kt_isa_name(variant->isa));
+	SKIP_UNLESS_RUNS(ops, variant->isa);
 	for (qi = 0; qi < sizeof(qs) / sizeof(qs[0]); qi++) {
 		const struct kern_quant_ops *qo = kern_quant_ops_get(ops,
 								     qs[qi].q);
@@ -477,12 +481,7 @@ TEST_F(isa, gguf_act_prepare_same_bytes_as_scalar)
 	const struct kern_ops *scalar = kern_ops_get(KT_ISA_SCALAR);
 	unsigned int qi, ki, i, dt, tested = 0;
 
-	if (!ops)
-		SKIP(return, "%s kernels are not compiled in",
-		     kt_isa_name(variant->isa));
-	if (!core_isa_runs(variant->isa, core_cpu_flags()))
-		SKIP(return, "this CPU cannot run %s",
-		     kt_isa_name(variant->isa));
+	SKIP_UNLESS_RUNS(ops, variant->isa);
 	for (ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++) {
 		unsigned int K = Ks[ki];
 		struct tu_rng r = { 90 + K };
