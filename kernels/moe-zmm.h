@@ -16,6 +16,7 @@
 			    (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(s)))
 #endif
 #include "kernels/moe-vec.h"
+#include "kernels/l2pf.h"
 
 /* Tokens held in registers at once: 8 (INT8: 2 x 8 accumulators). */
 #define MR		8
@@ -35,53 +36,6 @@
 AI __m512i bcast32(const void *p)
 {
 	return _mm512_set1_epi32(ld32(p));
-}
-
-/*
- * Lines of the next weight block to pull into L2 while the current one is
- * reused from cache: @n lines of each non-NULL stream per tile, starting at
- * p[i] + t * n * 64 for tile t. With ~32 tokens per expert (prefill, top-k
- * routing) a block gets only a few token passes; the first pass streams
- * from DRAM at 8 tokens per line, faster than one core's share of the
- * bandwidth, so it stalls unless the previous block's later passes fetched
- * it. Prefetches only move data: results are unchanged.
- */
-struct l2pf {
-	const uint8_t *p[2];
-	unsigned int n;
-};
-
-AI void l2pf_tile(const struct l2pf pf, unsigned int t)
-{
-	unsigned int i, s;
-
-	for (s = 0; s < 2; s++)
-		if (pf.p[s])
-			for (i = 0; i < pf.n; i++)
-				_mm_prefetch((const char *)pf.p[s] +
-					     ((size_t)t * pf.n + i) * LINE,
-					     _MM_HINT_T1);
-}
-
-/*
- * The share of pass @pass (of @passes over the current block) of the next
- * block's @lines lines at @g / @u (NULL: none), spread over @nt tiles.
- * Pass 0 streams the current block and prefetches nothing more.
- */
-AI struct l2pf l2pf_share(const uint8_t *g, const uint8_t *u,
-			  unsigned int lines, unsigned int nt,
-			  unsigned int pass, unsigned int passes)
-{
-	struct l2pf pf = { { NULL, NULL }, 0 };
-	unsigned int share;
-
-	if (pass == 0 || passes < 2 || !nt)
-		return pf;
-	share = (lines + passes - 2) / (passes - 1);
-	pf.n = (share + nt - 1) / nt;
-	pf.p[0] = g ? g + (size_t)(pass - 1) * share * LINE : NULL;
-	pf.p[1] = u ? u + (size_t)(pass - 1) * share * LINE : NULL;
-	return pf;
 }
 
 /* ---- micro-kernels ----------------------------------------------------------
@@ -169,7 +123,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 		const uint8_t *tg = gw + kern_tile_off(t);
 		const uint8_t *tu = two ? uw + kern_tile_off(t) : NULL;
 
-		l2pf_tile(pf, t);
+		l2pf_step(pf, t);
 #pragma GCC unroll 16
 		for (j = 0; j < NLINE; j++) {
 			const int s = CH == 2 ? (j & 1) : 0;
@@ -232,7 +186,7 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 	for (t = 0; t < nt; t++) {
 		const uint8_t *tw = w + kern_tile_off(t);
 
-		l2pf_tile(pf, t);
+		l2pf_step(pf, t);
 #pragma GCC unroll 16
 		for (j = 0; j < NLINE; j++) {
 			__m512i wv = _mm512_loadu_si512(tw + j * LINE);
@@ -377,7 +331,7 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 		const uint8_t *tg = gw + kern_tile_off(t);
 		const uint8_t *tu = two ? uw + kern_tile_off(t) : NULL;
 
-		l2pf_tile(pf, t);
+		l2pf_step(pf, t);
 #pragma GCC unroll 16
 		for (j = 0; j < NLINE; j++) {
 			const int s = CH == 2 ? (j & 1) : 0;

@@ -11,7 +11,9 @@
  * consecutive groups), so that the dots' latency is hidden at any token
  * count. Down of a few tokens goes chunk by chunk over a run of rows, so
  * that its chunk-major tiles stream; of more, each row vector takes all
- * chunks with its sums in registers (rows-vec.h).
+ * chunks with its sums in registers (rows-vec.h). Token passes after the
+ * first pull the next block into L2 (l2pf.h): its scales, one line per
+ * group at a stride of N floats, no hardware prefetcher follows.
  *
  * Included by kernels/q8_0-{avx2,avx512}.c after defining VEC_BITS and
  * VEC_ISA.
@@ -21,6 +23,7 @@
 #include "kernels/vec.h"
 #include "kernels/act-vec.h"
 #include "kernels/rows-vec.h"
+#include "kernels/l2pf.h"
 
 /* tokens sharing a line: gate/up (both matrices' sums live) and down */
 #define MR_GU	(VEC_BITS == 512 ? 6 : 2)
@@ -161,6 +164,18 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 						      n / KERN_TILE_ROWS, 0)) +
 			  n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
 	const uint8_t *tg = a->gate->tiles + t0, *tu = a->up->tiles + t0;
+	/* the next row block's tiles and scales, fetched by later passes
+	 * (l2pf.h); on 256 bits only by a block's second vector */
+	const unsigned int nn = n + VF_LANES, G = K / Q8G;
+	const bool more = nn < a->n1 && nn % KERN_TILE_ROWS == 0;
+	const size_t tn = kern_tile_off(kern_tile_rbm(K, KERN_TILE_K_INT8,
+						      nn / KERN_TILE_ROWS, 0));
+	const unsigned int pass = i / MR_GU;
+	const struct l2pf pf = l2pf_share(more ? a->gate->tiles + tn : NULL,
+					  more ? a->up->tiles + tn : NULL,
+					  K * KERN_TILE_ROWS / LINE, G, pass,
+					  (a->m + MR_GU - 1) / MR_GU);
+	const bool pf_scales = more && pass == 1;
 	const uint8_t *x[MR_GU];
 	vf fg[MR_GU], fu[MR_GU];
 	unsigned int g;
@@ -172,12 +187,20 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 		fg[m] = fu[m] = vf_zero();
 	}
 	/* group g is lines (g % 2) * 8 .. + 8 of tile g / 2: g * 512 bytes */
-	for (g = 0; g < K / Q8G; g++)
+	for (g = 0; g < G; g++) {
+		l2pf_step(pf, g);
+		if (pf_scales) {
+			_mm_prefetch((const char *)(a->gate->scales +
+				     (size_t)g * N + nn), _MM_HINT_T1);
+			_mm_prefetch((const char *)(a->up->scales +
+				     (size_t)g * N + nn), _MM_HINT_T1);
+		}
 		group_dot(tg + (size_t)g * GLINES * LINE,
 			  tu + (size_t)g * GLINES * LINE, 1,
 			  vf_load(a->gate->scales + (size_t)g * N + n),
 			  vf_load(a->up->scales + (size_t)g * N + n),
 			  x, g * Q8G, g * Q8G, g, g, K, M, fg, fu);
+	}
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		vf_store(a->out + (i + m) * a->out_stride + (n - a->n0),
@@ -205,7 +228,16 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 	const uint8_t *t = a->down->tiles + kern_tile_off(kern_tile_kcm_chunk(
 			a->N, kc, KERN_TILE_K_INT8, n / KERN_TILE_ROWS, c)) +
 			   n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
-	const float *ws = a->down->scales + (size_t)(c * kc / Q8G) * a->N + n;
+	const size_t so = (size_t)(c * kc / Q8G) * a->N + n;
+	const float *ws = a->down->scales + so;
+	/* the next call's tiles and scales of this chunk, fetched by later
+	 * passes (l2pf.h); on 256 bits only by a line's first vector */
+	const struct kern_mat *nd = n % KERN_TILE_ROWS ? NULL : a->next_down;
+	const unsigned int pass = i / MR;
+	const struct l2pf pf = l2pf_share(nd ? nd->tiles + (t - a->down->tiles) :
+					  NULL, NULL, kc * KERN_TILE_ROWS / LINE,
+					  kc / (2 * Q8G), pass,
+					  (a->m + MR - 1) / MR);
 	const uint8_t *x[MR];
 	unsigned int gg;
 	int m;
@@ -215,12 +247,20 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 		x[m] = a->act + (i + m) * a->act_stride +
 		       (c - a->k0 / kc) * crow;
 	/* two groups at once, added in order: the bits of one at a time */
-	for (gg = 0; gg < kc / Q8G; gg += 2)
+	for (gg = 0; gg < kc / Q8G; gg += 2) {
+		l2pf_step(pf, gg / 2);
+		if (nd && pass == 1) {
+			_mm_prefetch((const char *)(nd->scales + so +
+				     (size_t)gg * a->N), _MM_HINT_T1);
+			_mm_prefetch((const char *)(nd->scales + so +
+				     (size_t)(gg + 1) * a->N), _MM_HINT_T1);
+		}
 		group_dot(t + (size_t)gg * GLINES * LINE,
 			  t + (size_t)(gg + 1) * GLINES * LINE, 1,
 			  vf_load(ws + (size_t)gg * a->N),
 			  vf_load(ws + (size_t)(gg + 1) * a->N), x, gg * Q8G,
 			  (gg + 1) * Q8G, gg, gg + 1, kc, M, f, f);
+	}
 }
 
 void VNAME(kern_down_q8_0)(const struct kern_down_args *a)

@@ -10,9 +10,11 @@
  * activations, and per activation block one FMA by the activation scale
  * (the oracle scales in int32 per block: the two differ by f32 rounding,
  * about 1e-7). A vector covers VF_LANES output rows: a whole line (16
- * rows of 4 bytes) on 512 bits, half of one on 256. Down goes chunk by
- * chunk over a run of rows (rows-vec.h), so that its chunk-major tiles
- * stream.
+ * rows of 4 bytes) on 512 bits, half of one on 256. Down of a few tokens
+ * goes chunk by chunk over a run of rows, so that its chunk-major tiles
+ * stream; of more, each row vector takes all chunks with its sums in
+ * registers (rows-vec.h). No L2 prefetch of the next block, as Q8_0's:
+ * their blocks are a third of its bytes, and it measured no gain.
  *
  * Included by kernels/q{4,5,6}_k-{avx2,avx512}.c after defining VEC_BITS,
  * VEC_ISA (avx2, avx512), QK_T (q4_k, q5_k, q6_k) and QK_Q (its enum).

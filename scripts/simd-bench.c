@@ -7,6 +7,7 @@
  * Built and run by scripts/simd-bench.sh; not part of the library.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,32 +39,45 @@ static unsigned int part(unsigned int n, unsigned int i, unsigned int k)
 	return (unsigned int)((uint64_t)n / 16 * i / k) * 16;
 }
 
+/* gate+up rows per call of the one-block kernels: the executor's task
+ * (ktcore/moe.c plan_rows(), one down chunk); the many-token kernels take
+ * the worker's whole slice, as the executor's whole-chunk tasks */
+#define GU_ROWS		128
+
 static void gate_up_one(struct bench *b, const struct core_worker_info *wi,
 			unsigned int e)
 {
-	unsigned int I = b->l.inter, i0, mm;
+	unsigned int I = b->l.inter, i0, mm, r0, r1, rs;
+	unsigned int n0 = part(I, wi->global, b->nw);
+	unsigned int n1 = part(I, wi->global + 1, b->nw);
 	struct kern_mat *m = b->mats + e * 3;
 	float *out = b->out + (size_t)wi->global * b->T * I;
 
 	for (i0 = 0; i0 < b->T; i0 += mm) {
-		struct kern_gate_up_args a = {
-			.gate = &m[0], .up = &m[1], .N = I, .K = b->l.hidden,
-			.group = b->l.quant == KT_QUANT_INT4 ? b->l.group : 0,
-			.n0 = part(I, wi->global, b->nw),
-			.n1 = part(I, wi->global + 1, b->nw),
-			.act = b->act, .act_stride = b->arow,
-			.act_rows = b->rows + i0, .out = out,
-			.out_stride = I, .scratch = b->scratch[wi->global],
-		};
+		bool many;
 
 		mm = b->T - i0 < KERN_MAX_M ? b->T - i0 : KERN_MAX_M;
-		a.m = mm;
-		if (a.n0 == a.n1)
-			continue;
-		if (b->v->gate_up_many && mm >= b->v->many_min_m)
-			b->v->gate_up_many(&a);
-		else
-			b->v->gate_up(&a);
+		many = b->v->gate_up_many && mm >= b->v->many_min_m;
+		rs = many ? n1 - n0 : GU_ROWS;
+		for (r0 = n0; r0 < n1; r0 = r1) {
+			struct kern_gate_up_args a = {
+				.gate = &m[0], .up = &m[1], .N = I,
+				.K = b->l.hidden,
+				.group = b->l.quant == KT_QUANT_INT4 ?
+					 b->l.group : 0,
+				.n0 = r0, .act = b->act, .act_stride = b->arow,
+				.act_rows = b->rows + i0, .m = mm,
+				.out_stride = I, .scratch = b->scratch[wi->global],
+			};
+
+			r1 = n1 - r0 < rs ? n1 : r0 + rs;
+			a.n1 = r1;
+			a.out = out + (r0 - n0);
+			if (many)
+				b->v->gate_up_many(&a);
+			else
+				b->v->gate_up(&a);
+		}
 	}
 }
 
