@@ -41,8 +41,9 @@ AI __m512i bcast32(const void *p)
 /* ---- micro-kernels ----------------------------------------------------------
  * One block of 16 output rows, M tokens (a compile-time constant after
  * inlining), a run of nt consecutive tiles. Every weight line (64 bytes) is
- * loaded once and used by all M tokens; two accumulator chains (even and
- * odd lines) hide the dot-product latency when M is small.
+ * loaded once and used by all M tokens; for the integer dots two
+ * accumulator chains (even and odd lines) hide the latency when M is
+ * small, exact in any order.
  */
 
 /*
@@ -307,26 +308,19 @@ AI __m512 dot_wbf(__m512 acc, __m512i xb, wbf w)
 }
 #endif
 
-/* BF16, one matrix or (@two) two, accumulating into og/ou. */
+/*
+ * BF16, one matrix or (@two) two, accumulating into og/ou: one chain per
+ * token and matrix in k order whatever M, so that a token's sums do not
+ * depend on the block it is in (two chains for small blocks measured no
+ * faster in decode, which streams from DRAM).
+ */
 AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 		unsigned int nt, const uint8_t *const *x, const int M,
 		__m512 *og, __m512 *ou, const struct l2pf pf)
 {
-	/* two chains only while they fit: 2 x 2 x M accumulators */
-	const int CH = M <= 3 ? 2 : 1;
-	__m512 ag[2][MR], au[2][MR];
 	unsigned int t;
 	int m, j;
 
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		ag[0][m] = og[m];
-		ag[1][m] = _mm512_setzero_ps();
-		if (two) {
-			au[0][m] = ou[m];
-			au[1][m] = _mm512_setzero_ps();
-		}
-	}
 	for (t = 0; t < nt; t++) {
 		const uint8_t *tg = gw + kern_tile_off(t);
 		const uint8_t *tu = two ? uw + kern_tile_off(t) : NULL;
@@ -334,7 +328,6 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 		l2pf_step(pf, t);
 #pragma GCC unroll 16
 		for (j = 0; j < NLINE; j++) {
-			const int s = CH == 2 ? (j & 1) : 0;
 			wbf wg = wbf_load(tg + j * LINE), wu;
 
 			_mm_prefetch((const char *)tg + PF_DIST + j * LINE,
@@ -350,18 +343,11 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 						t * 2 * KERN_TILE_K_BF16 +
 						j * LANE);
 
-				ag[s][m] = dot_wbf(ag[s][m], xb, wg);
+				og[m] = dot_wbf(og[m], xb, wg);
 				if (two)
-					au[s][m] = dot_wbf(au[s][m], xb, wu);
+					ou[m] = dot_wbf(ou[m], xb, wu);
 			}
 		}
-	}
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		og[m] = CH == 2 ? _mm512_add_ps(ag[0][m], ag[1][m]) : ag[0][m];
-		if (two)
-			ou[m] = CH == 2 ? _mm512_add_ps(au[0][m], au[1][m]) :
-				au[0][m];
 	}
 }
 

@@ -425,23 +425,23 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
  * @split, on each variant: a token's result may not depend on how many
  * others share its call. The splits are small enough that down goes chunk
  * by chunk through scratch, where the GGUF bodies' one call keeps its sums
- * in registers. Integer dots take any split; BF16 sums f32 in two chains
- * for blocks of 3 tokens or fewer and one above, so its calls are of 6 and
- * m a multiple of 6. H = 1280: down's rows are a run of 1024 and one of
- * 256, an odd number of row blocks per run (the 512-bit bodies take two at
- * once); 13 and 37 leave remainders after full token blocks.
+ * in registers. Integer dots take any split; BF16's f32 sums are one chain
+ * per token in k order whatever the block. H = 1280: down's rows are a
+ * run of 1024 and one of 256, an odd number of row blocks per run (the
+ * 512-bit bodies take two at once); 13 and 37 leave remainders after full
+ * token blocks.
  */
 TEST_F(isa, one_call_same_bits_as_split_calls)
 {
-	static const unsigned int ms2[] = { 7, 13, 37, 0 }, ms6[] = { 12, 36, 0 };
+	static const unsigned int ms[] = { 7, 13, 37, 0 };
 	static const struct {
 		enum kt_quant q;
-		unsigned int group, split;
+		unsigned int group;
 	} qs[] = {
-		{ KT_QUANT_INT8, 0, 2 }, { KT_QUANT_INT4, 32, 2 },
-		{ KT_QUANT_BF16, 0, 6 }, { KT_QUANT_Q8_0, 0, 2 },
-		{ KT_QUANT_Q4_K, 0, 2 }, { KT_QUANT_Q5_K, 0, 2 },
-		{ KT_QUANT_Q6_K, 0, 2 },
+		{ KT_QUANT_INT8, 0 }, { KT_QUANT_INT4, 32 },
+		{ KT_QUANT_BF16, 0 }, { KT_QUANT_Q8_0, 0 },
+		{ KT_QUANT_Q4_K, 0 }, { KT_QUANT_Q5_K, 0 },
+		{ KT_QUANT_Q6_K, 0 },
 	};
 	const struct kern_ops *ops = kern_ops_get(variant->isa);
 	unsigned int qi;
@@ -457,8 +457,8 @@ TEST_F(isa, one_call_same_bits_as_split_calls)
 			continue;
 		ASSERT_EQ(blob_make(&b, qs[qi].q, 1280, 512, qs[qi].group,
 				    23), 0);
-		for (m = qs[qi].split == 2 ? ms2 : ms6; *m; m++)
-			split_same_bits(_metadata, qo, &b, *m, qs[qi].split);
+		for (m = ms; *m; m++)
+			split_same_bits(_metadata, qo, &b, *m, 2);
 		free(b.p);
 	}
 }
