@@ -171,8 +171,9 @@ AI void down_rows(const struct kern_down_args *a, enum kt_quant q,
 	for (m = 0; m < M; m++) {
 		x[m] = a->act + (i0 + m) * a->act_stride +
 		       (c - a->k0 / a->kc) * crow;
-		if (q != KT_QUANT_BF16)
-			xs[m] = vf_set1(act_scale(x[m], a->kc));
+		/* BF16 rows have no scale: 1, unused */
+		xs[m] = vf_set1(q == KT_QUANT_BF16 ? 1.0f :
+				act_scale(x[m], a->kc));
 		gs[m] = (const int32_t *)(x[m] + a->kc + 4);
 	}
 }

@@ -100,14 +100,21 @@ AI __m512i dot_w8(__m512i acc, struct w8 w, __m512i xb)
 }
 
 /*
- * INT8, one matrix or (@two) two at once: gate and up of the same rows.
- * The s8 activations come straight from memory as the broadcast operand;
- * W8_CORR * sum(x) of the run, kept in the activation row (@xsum), is taken
- * back at the end.
+ * Matrices a kernel body streams at once (@two): one (gw), two on the same
+ * activations (gate and up of the same rows), or two each on its own
+ * (MK_TWO_OWN_X: down's consecutive chunks, the second's activations ux).
+ */
+enum { MK_ONE, MK_TWO, MK_TWO_OWN_X };
+
+/*
+ * INT8, one matrix or two at once (@two). The s8 activations come straight
+ * from memory as the broadcast operand; W8_CORR * sum(x) of the run, kept
+ * in the activation row (@xsum, @usum), is taken back at the end.
  */
 AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	      unsigned int nt, const uint8_t *const *x,
-	      const int32_t *const *xsum, const int M, __m512i *og,
+	      const int32_t *const *xsum, const uint8_t *const *ux,
+	      const int32_t *const *usum, const int M, __m512i *og,
 	      __m512i *ou, const struct l2pf pf)
 {
 	const int CH = M <= 3 ? 2 : 1;
@@ -142,16 +149,21 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 			for (m = 0; m < M; m++) {
 				__m512i xb = bcast32(x[m] +
 					t * KERN_TILE_K_INT8 + j * LANE);
+				__m512i ub = two != MK_TWO_OWN_X ? xb :
+					bcast32(ux[m] + t * KERN_TILE_K_INT8 +
+						j * LANE);
 
 				ag[s][m] = dot_w8(ag[s][m], wg, xb);
 				if (two)
-					au[s][m] = dot_w8(au[s][m], wu, xb);
+					au[s][m] = dot_w8(au[s][m], wu, ub);
 			}
 		}
 	}
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		__m512i corr = _mm512_set1_epi32(W8_CORR * xsum[m][0]);
+		__m512i ucorr = two != MK_TWO_OWN_X ? corr :
+			_mm512_set1_epi32(W8_CORR * usum[m][0]);
 
 		if (CH == 2) {
 			ag[0][m] = _mm512_add_epi32(ag[0][m], ag[1][m]);
@@ -159,7 +171,7 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 		}
 		og[m] = _mm512_sub_epi32(ag[0][m], corr);
 		if (two)
-			ou[m] = _mm512_sub_epi32(au[0][m], corr);
+			ou[m] = _mm512_sub_epi32(au[0][m], ucorr);
 	}
 }
 
@@ -315,8 +327,9 @@ AI __m512 dot_wbf(__m512 acc, __m512i xb, wbf w)
  * faster in decode, which streams from DRAM).
  */
 AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
-		unsigned int nt, const uint8_t *const *x, const int M,
-		__m512 *og, __m512 *ou, const struct l2pf pf)
+		unsigned int nt, const uint8_t *const *x,
+		const uint8_t *const *ux, const int M, __m512 *og, __m512 *ou,
+		const struct l2pf pf)
 {
 	unsigned int t;
 	int m, j;
@@ -342,10 +355,14 @@ AI void mk_bf16(const uint8_t *gw, const uint8_t *uw, const int two,
 				__m512i xb = bcast32(x[m] +
 						t * 2 * KERN_TILE_K_BF16 +
 						j * LANE);
+				__m512i ub = two != MK_TWO_OWN_X ? xb :
+					bcast32(ux[m] +
+						t * 2 * KERN_TILE_K_BF16 +
+						j * LANE);
 
 				og[m] = dot_wbf(og[m], xb, wg);
 				if (two)
-					ou[m] = dot_wbf(ou[m], xb, wu);
+					ou[m] = dot_wbf(ou[m], ub, wu);
 			}
 		}
 	}
@@ -382,8 +399,9 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			__m512 wsu = _mm512_loadu_ps(a->up->scales + nb * NROW);
 			__m512i ig[MR], iu[MR];
 
-			mk_i8(a->gate->tiles + off, a->up->tiles + off, 1,
-			      K / KERN_TILE_K_INT8, x, gs, M, ig, iu, pfgu);
+			mk_i8(a->gate->tiles + off, a->up->tiles + off, MK_TWO,
+			      K / KERN_TILE_K_INT8, x, gs, x, gs, M, ig, iu,
+			      pfgu);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m512 s = _mm512_set1_ps(xs[m]);
@@ -415,8 +433,9 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++)
 				g[m] = u[m] = _mm512_setzero_ps();
-			mk_bf16(a->gate->tiles + off, a->up->tiles + off, 1,
-				K / KERN_TILE_K_BF16, x, M, g, u, pfgu);
+			mk_bf16(a->gate->tiles + off, a->up->tiles + off,
+				MK_TWO, K / KERN_TILE_K_BF16, x, x, M, g, u,
+				pfgu);
 		}
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
@@ -447,6 +466,142 @@ static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
  * output row wait in scratch (f32 [MR][DOWN_NSUB]).
  */
 
+/*
+ * Output block @nb of chunk @c, one matrix: its tiles' sums added to the
+ * partial sums at @pp (token m at pp + m * nsub).
+ */
+AI void down_tiles(const struct kern_down_args *a, enum kt_quant q,
+		   unsigned int c, unsigned int nb, const uint8_t *const *x,
+		   const vf *xs, const int32_t *const *gs, float *pp,
+		   unsigned int nsub, const struct l2pf pf, const int M)
+{
+	const unsigned int P = a->kc / kern_tile_k(q);
+	const uint8_t *tw = a->down->tiles + kern_tile_off(
+		kern_tile_kcm(a->N, a->kc, kern_tile_k(q), nb, c * P));
+	__m512 r[MR];
+	int m;
+
+	if (q == KT_QUANT_INT8) {
+		__m512i d[MR];
+
+		mk_i8(tw, NULL, MK_ONE, P, x, gs, x, gs, M, d, NULL, pf);
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			r[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[m]), xs[m],
+					       _mm512_loadu_ps(pp + m * nsub));
+	} else if (q == KT_QUANT_INT4) {
+		mk_i4(tw, P, x, gs, a->down->scales + nb * NROW +
+		      (size_t)(c * a->kc / a->group) * a->N, a->N, a->group,
+		      M, r, pf);
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			r[m] = _mm512_fmadd_ps(r[m], xs[m],
+					       _mm512_loadu_ps(pp + m * nsub));
+	} else {
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			r[m] = _mm512_loadu_ps(pp + m * nsub);
+		mk_bf16(tw, NULL, MK_ONE, P, x, x, M, r, NULL, pf);
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		_mm512_storeu_ps(pp + m * nsub, r[m]);
+}
+
+/*
+ * Two output blocks at once, as gate and up in gate_up: block @nb of chunk
+ * @c and block @nb2 of chunk @c2, on the same activations (MK_TWO: @nb2 is
+ * @nb + 1 of the same chunk, its tiles adjacent, so each broadcast feeds
+ * two dot products) or each on its own (MK_TWO_OWN_X: the next chunk, a
+ * second stream). Each block's sums are formed exactly as in down_tiles(),
+ * so results are unchanged. INT8 and BF16.
+ */
+AI void down_tiles2(const struct kern_down_args *a, enum kt_quant q,
+		    const int two, unsigned int c, unsigned int nb,
+		    const uint8_t *const *x, const vf *xs,
+		    const int32_t *const *gs, unsigned int c2, unsigned int nb2,
+		    const uint8_t *const *ux, const vf *uxs,
+		    const int32_t *const *ugs, float *part, unsigned int ns0,
+		    unsigned int nsub, const struct l2pf pf, const int M)
+{
+	const unsigned int P = a->kc / kern_tile_k(q);
+	const uint8_t *tw = a->down->tiles + kern_tile_off(
+		kern_tile_kcm(a->N, a->kc, kern_tile_k(q), nb, c * P));
+	const uint8_t *tw2 = a->down->tiles + kern_tile_off(
+		kern_tile_kcm(a->N, a->kc, kern_tile_k(q), nb2, c2 * P));
+	float *pp = part + (nb * NROW - ns0), *pp2 = part + (nb2 * NROW - ns0);
+	__m512 r[MR], r2[MR];
+	int m;
+
+	if (q == KT_QUANT_INT8) {
+		__m512i d[MR], d2[MR];
+
+		mk_i8(tw, tw2, two, P, x, gs, ux, ugs, M, d, d2, pf);
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++) {
+			r[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[m]), xs[m],
+					       _mm512_loadu_ps(pp + m * nsub));
+			r2[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d2[m]),
+						uxs[m], _mm512_loadu_ps(pp2 +
+						m * nsub));
+		}
+	} else {
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++) {
+			r[m] = _mm512_loadu_ps(pp + m * nsub);
+			r2[m] = _mm512_loadu_ps(pp2 + m * nsub);
+		}
+		mk_bf16(tw, tw2, two, P, x, ux, M, r, r2, pf);
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		_mm512_storeu_ps(pp + m * nsub, r[m]);
+		_mm512_storeu_ps(pp2 + m * nsub, r2[m]);
+	}
+}
+
+/*
+ * Decode (one token pass): two chunks at once, chunk c + 1 one output
+ * block behind chunk c. One core's DRAM reads are capped per sequential
+ * stream (Zen 5: ~17.5 GB/s for one, ~32 for two far apart), and
+ * consecutive chunks' tiles are N / 16 blocks apart, so they are separate
+ * streams. Every output block still takes its chunks in order, so the
+ * bits are those of the chunk-by-chunk order.
+ */
+AI void down_decode(const struct kern_down_args *a, enum kt_quant q,
+		    unsigned int i0, unsigned int ns0, unsigned int ns1,
+		    float *part, const int M)
+{
+	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
+	const unsigned int nb0 = ns0 / NROW, nb1 = ns1 / NROW;
+	const unsigned int nsub = ns1 - ns0;
+	const struct l2pf none = l2pf_share(NULL, NULL, 0, 0, 0, 1);
+	unsigned int c, nb;
+
+	for (c = c0; c < c1; c += 2) {
+		const uint8_t *x[MR], *ux[MR];
+		const int32_t *gs[MR], *ugs[MR];
+		vf xs[MR], uxs[MR];
+
+		down_rows(a, q, i0, c, x, xs, gs, M);
+		if (c + 1 == c1 || q == KT_QUANT_INT4) {
+			for (nb = nb0; nb < nb1; nb++)
+				down_tiles(a, q, c, nb, x, xs, gs, part +
+					   (nb * NROW - ns0), nsub, none, M);
+			c--;
+			continue;
+		}
+		down_rows(a, q, i0, c + 1, ux, uxs, ugs, M);
+		down_tiles(a, q, c, nb0, x, xs, gs, part, nsub, none, M);
+		for (nb = nb0 + 1; nb < nb1; nb++)
+			down_tiles2(a, q, MK_TWO_OWN_X, c, nb, x, xs, gs, c + 1,
+				    nb - 1, ux, uxs, ugs, part, ns0, nsub, none,
+				    M);
+		down_tiles(a, q, c + 1, nb1 - 1, ux, uxs, ugs, part +
+			   (nb1 - 1 - ns0 / NROW) * NROW, nsub, none, M);
+	}
+}
+
 AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 		   unsigned int i0, unsigned int ns0, unsigned int ns1,
 		   float *part, unsigned int passes, const int M)
@@ -455,9 +610,13 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
 	const unsigned int nsub = ns1 - ns0;
 	unsigned int c, nb;
-	int m;
 
 	memset(part, 0, sizeof(float) * MR * nsub);
+	if (passes == 1) {
+		down_decode(a, q, i0, ns0, ns1, part, M);
+		down_add_y(a, q, i0, ns0, ns1, part, M);
+		return;
+	}
 	for (c = c0; c < c1; c++) {
 		const uint8_t *x[MR];
 		const int32_t *gs[MR];
@@ -473,87 +632,20 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 				NULL;
 			float *pp = part + (nb * NROW - ns0);
 			/* later passes fetch the next call's same tiles */
-			struct l2pf pf = l2pf_share(nw, NULL, P * NLINE, P,
-						    i0 / MR, passes);
-			__m512 r[MR], r2[MR];
+			const bool pair = q != KT_QUANT_INT4 &&
+					  nb + 1 < ns1 / NROW;
 
-			/*
-			 * INT8 / BF16: two output blocks at once (their tiles
-			 * are adjacent), as gate and up in gate_up: each
-			 * activation broadcast feeds two dot products instead
-			 * of one. Every block's sums are formed exactly as in
-			 * the one-block path, so results are unchanged. Only
-			 * with more than one pass (compute-bound); few tokens
-			 * keep the one-block stream that decode was tuned on.
-			 */
-			if (q != KT_QUANT_INT4 && passes > 1 &&
-			    nb + 1 < ns1 / NROW) {
-				pf = l2pf_share(nw, NULL, 2 * P * NLINE, P,
-						i0 / MR, passes);
-				if (q == KT_QUANT_INT8) {
-					__m512i d[MR], d2[MR];
-
-					mk_i8(tw, tw + kern_tile_off(P), 1, P,
-					      x, gs, M, d, d2, pf);
-#pragma GCC unroll 16
-					for (m = 0; m < M; m++) {
-						r[m] = _mm512_fmadd_ps(
-							_mm512_cvtepi32_ps(d[m]),
-							xs[m], _mm512_loadu_ps(
-							pp + m * nsub));
-						r2[m] = _mm512_fmadd_ps(
-							_mm512_cvtepi32_ps(d2[m]),
-							xs[m], _mm512_loadu_ps(
-							pp + NROW + m * nsub));
-					}
-				} else {
-#pragma GCC unroll 16
-					for (m = 0; m < M; m++) {
-						r[m] = _mm512_loadu_ps(pp +
-								m * nsub);
-						r2[m] = _mm512_loadu_ps(pp + NROW
-								+ m * nsub);
-					}
-					mk_bf16(tw, tw + kern_tile_off(P), 1,
-						P, x, M, r, r2, pf);
-				}
-#pragma GCC unroll 16
-				for (m = 0; m < M; m++) {
-					_mm512_storeu_ps(pp + m * nsub, r[m]);
-					_mm512_storeu_ps(pp + NROW + m * nsub,
-							 r2[m]);
-				}
+			if (pair) {
+				down_tiles2(a, q, MK_TWO, c, nb, x, xs, gs, c,
+					    nb + 1, x, xs, gs, part, ns0, nsub,
+					    l2pf_share(nw, NULL, 2 * P * NLINE,
+						       P, i0 / MR, passes), M);
 				nb++;
-				continue;
-			}
-			if (q == KT_QUANT_INT8) {
-				__m512i d[MR];
-
-				mk_i8(tw, NULL, 0, P, x, gs, M, d, NULL, pf);
-#pragma GCC unroll 16
-				for (m = 0; m < M; m++)
-					r[m] = _mm512_fmadd_ps(
-						_mm512_cvtepi32_ps(d[m]),
-						xs[m], _mm512_loadu_ps(pp +
-						m * nsub));
-			} else if (q == KT_QUANT_INT4) {
-				mk_i4(tw, P, x, gs, a->down->scales + nb * NROW +
-				      (size_t)(c * a->kc / a->group) * a->N,
-				      a->N, a->group, M, r, pf);
-#pragma GCC unroll 16
-				for (m = 0; m < M; m++)
-					r[m] = _mm512_fmadd_ps(r[m], xs[m],
-						_mm512_loadu_ps(pp +
-						m * nsub));
 			} else {
-#pragma GCC unroll 16
-				for (m = 0; m < M; m++)
-					r[m] = _mm512_loadu_ps(pp + m * nsub);
-				mk_bf16(tw, NULL, 0, P, x, M, r, NULL, pf);
+				down_tiles(a, q, c, nb, x, xs, gs, pp, nsub,
+					   l2pf_share(nw, NULL, P * NLINE, P,
+						      i0 / MR, passes), M);
 			}
-#pragma GCC unroll 16
-			for (m = 0; m < M; m++)
-				_mm512_storeu_ps(pp + m * nsub, r[m]);
 		}
 	}
 	down_add_y(a, q, i0, ns0, ns1, part, M);
