@@ -117,14 +117,15 @@ AI void group_scale(const vi *d, vf ws, const uint8_t *const *x,
 /*
  * One group of 32 (8 lines from @w), or with @two two at once (also @w2),
  * so that 2M sums are in flight: gate and up of the same rows, or down's
- * next group. acc[m] += the dot with x[m] + @xo times @ws * the activation
- * scale of group @xg of rows of K @K; then acc2[m] the same for @w2, @xo2,
- * @ws2, @xg2.
+ * next group, or the same group of down's next chunk. acc[m] += the dot
+ * with x[m] + @xo times @ws * the activation scale of group @xg of rows of
+ * K @K; then acc2[m] the same for @w2, x2[m] + @xo2, @ws2, @xg2.
  */
 AI void group_dot(const uint8_t *w, const uint8_t *w2, const int two,
-		  vf ws, vf ws2, const uint8_t *const *x, unsigned int xo,
-		  unsigned int xo2, unsigned int xg, unsigned int xg2,
-		  unsigned int K, const int M, vf *acc, vf *acc2)
+		  vf ws, vf ws2, const uint8_t *const *x,
+		  const uint8_t *const *x2, unsigned int xo, unsigned int xo2,
+		  unsigned int xg, unsigned int xg2, unsigned int K,
+		  const int M, vf *acc, vf *acc2)
 {
 	vi d[MR_MAX], d2[MR_MAX];
 	int m, j;
@@ -147,12 +148,12 @@ AI void group_dot(const uint8_t *w, const uint8_t *w2, const int two,
 			d[m] = dot_s8(d[m], wl, bcast4(x[m] + xo + j * 4));
 			if (two)
 				d2[m] = dot_s8(d2[m], wl2,
-					       bcast4(x[m] + xo2 + j * 4));
+					       bcast4(x2[m] + xo2 + j * 4));
 		}
 	}
 	group_scale(d, ws, x, xg, K, M, acc);
 	if (two)
-		group_scale(d2, ws2, x, xg2, K, M, acc2);
+		group_scale(d2, ws2, x2, xg2, K, M, acc2);
 }
 
 AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
@@ -199,7 +200,7 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 			  tu + (size_t)g * GLINES * LINE, 1,
 			  vf_load(a->gate->scales + (size_t)g * N + n),
 			  vf_load(a->up->scales + (size_t)g * N + n),
-			  x, g * Q8G, g * Q8G, g, g, K, M, fg, fu);
+			  x, x, g * Q8G, g * Q8G, g, g, K, M, fg, fu);
 	}
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
@@ -215,6 +216,29 @@ void VNAME(kern_gate_up_q8_0)(const struct kern_gate_up_args *a)
 _Static_assert(KERN_DOWN_CHUNK % (2 * Q8G) == 0,
 	       "down_chunk() takes a chunk's groups two at a time");
 
+/* chunk @c of the rows at @n: the tokens' rows x, weight scales, tiles */
+struct chunk_at {
+	const uint8_t *x[MR];
+	const float *ws;
+	const uint8_t *t;
+};
+
+AI void chunk_at(const struct kern_down_args *a, unsigned int n,
+		 unsigned int c, unsigned int i, const int M,
+		 struct chunk_at *d)
+{
+	int m;
+
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		d->x[m] = a->act + (i + m) * a->act_stride +
+			  (c - a->k0 / a->kc) * kern_q8_0_row_bytes(a->kc);
+	d->ws = a->down->scales + (size_t)(c * a->kc / Q8G) * a->N + n;
+	d->t = a->down->tiles + kern_tile_off(kern_tile_kcm_chunk(a->N, a->kc,
+			KERN_TILE_K_INT8, n / KERN_TILE_ROWS, c)) +
+	       n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
+}
+
 /*
  * down: chunk @c of rows [n, n + VF_LANES), tokens [i, i + M), added to
  * f[m]. A chunk's tiles of a row block are consecutive (chunk-major, two
@@ -224,28 +248,20 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 		   unsigned int c, vf *f, unsigned int i, const int M)
 {
 	const unsigned int kc = a->kc;
-	const size_t crow = kern_q8_0_row_bytes(kc);
-	const uint8_t *t = a->down->tiles + kern_tile_off(kern_tile_kcm_chunk(
-			a->N, kc, KERN_TILE_K_INT8, n / KERN_TILE_ROWS, c)) +
-			   n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
-	const size_t so = (size_t)(c * kc / Q8G) * a->N + n;
-	const float *ws = a->down->scales + so;
+	struct chunk_at p;
 	/* the next call's tiles and scales of this chunk, fetched by later
 	 * passes (l2pf.h); on 256 bits only by a line's first vector */
 	const struct kern_mat *nd = n % KERN_TILE_ROWS ? NULL : a->next_down;
 	const unsigned int pass = i / MR;
-	const struct l2pf pf = l2pf_share(nd ? nd->tiles + (t - a->down->tiles) :
-					  NULL, NULL, kc * KERN_TILE_ROWS / LINE,
-					  kc / (2 * Q8G), pass,
-					  (a->m + MR - 1) / MR);
-	const uint8_t *x[MR];
+	struct l2pf pf;
+	size_t so;
 	unsigned int gg;
-	int m;
 
-#pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		x[m] = a->act + (i + m) * a->act_stride +
-		       (c - a->k0 / kc) * crow;
+	chunk_at(a, n, c, i, M, &p);
+	so = p.ws - a->down->scales;
+	pf = l2pf_share(nd ? nd->tiles + (p.t - a->down->tiles) : NULL, NULL,
+			kc * KERN_TILE_ROWS / LINE, kc / (2 * Q8G), pass,
+			(a->m + MR - 1) / MR);
 	/* two groups at once, added in order: the bits of one at a time */
 	for (gg = 0; gg < kc / Q8G; gg += 2) {
 		l2pf_step(pf, gg / 2);
@@ -255,15 +271,37 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 			_mm_prefetch((const char *)(nd->scales + so +
 				     (size_t)(gg + 1) * a->N), _MM_HINT_T1);
 		}
-		group_dot(t + (size_t)gg * GLINES * LINE,
-			  t + (size_t)(gg + 1) * GLINES * LINE, 1,
-			  vf_load(ws + (size_t)gg * a->N),
-			  vf_load(ws + (size_t)(gg + 1) * a->N), x, gg * Q8G,
-			  (gg + 1) * Q8G, gg, gg + 1, kc, M, f, f);
+		group_dot(p.t + (size_t)gg * GLINES * LINE,
+			  p.t + (size_t)(gg + 1) * GLINES * LINE, 1,
+			  vf_load(p.ws + (size_t)gg * a->N),
+			  vf_load(p.ws + (size_t)(gg + 1) * a->N), p.x, p.x,
+			  gg * Q8G, (gg + 1) * Q8G, gg, gg + 1, kc, M, f, f);
 	}
+}
+
+/*
+ * Decode's down_chunk() of two streams (KERN_VEC_DOWN_RUN2): chunk @c of
+ * rows @n into f and chunk c + 1 of rows @n2 into f2, group g of both at
+ * once, each row's groups in order.
+ */
+AI void down_chunk2(const struct kern_down_args *a, unsigned int n,
+		    unsigned int c, vf *f, unsigned int n2, vf *f2,
+		    unsigned int i, const int M)
+{
+	struct chunk_at p, q;
+	unsigned int g;
+
+	chunk_at(a, n, c, i, M, &p);
+	chunk_at(a, n2, c + 1, i, M, &q);
+	for (g = 0; g < a->kc / Q8G; g++)
+		group_dot(p.t + (size_t)g * GLINES * LINE,
+			  q.t + (size_t)g * GLINES * LINE, 1,
+			  vf_load(p.ws + (size_t)g * a->N),
+			  vf_load(q.ws + (size_t)g * a->N), p.x, q.x,
+			  g * Q8G, g * Q8G, g, g, a->kc, M, f, f2);
 }
 
 void VNAME(kern_down_q8_0)(const struct kern_down_args *a)
 {
-	KERN_VEC_DOWN(down_chunk, a, MR);
+	KERN_VEC_DOWN2(down_chunk, a, MR);
 }

@@ -69,6 +69,44 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
 	}
 }
 
+/* f[m]: token i + m's partial sums of rows [n, n + VF_LANES) before chunk
+ * @c (zero at the first chunk, else from @part) */
+#define KERN_VEC_DOWN_LOAD_(f, a, c, n, ns0, part, M)			\
+	do {								\
+		const float *p_ = (part) + ((n) - (ns0));		\
+		int m_;							\
+									\
+		KERN_VEC_UNROLL						\
+		for (m_ = 0; m_ < (M); m_++)				\
+			(f)[m_] = (c) == (a)->k0 / (a)->kc ? vf_zero() : \
+				  vf_load(p_ + m_ * nsub_);		\
+	} while (0)
+
+/* ... and after it: back to @part, or after the last chunk y += w * f */
+#define KERN_VEC_DOWN_SAVE_(f, a, c, n, ns0, part, i, M)		\
+	do {								\
+		float *p_ = (part) + ((n) - (ns0));			\
+		int m_;							\
+									\
+		if ((c) + 1 == (a)->k1 / (a)->kc) {			\
+			kern_vec_add_y(a, n, f, i, M);			\
+			break;						\
+		}							\
+		KERN_VEC_UNROLL						\
+		for (m_ = 0; m_ < (M); m_++)				\
+			vf_store(p_ + m_ * nsub_, (f)[m_]);		\
+	} while (0)
+
+/* chunk @c of rows [n, n + VF_LANES) by @chunk */
+#define KERN_VEC_DOWN_ONE_(chunk, a, c, n, ns0, part, i, M)		\
+	do {								\
+		vf f1_[M];						\
+									\
+		KERN_VEC_DOWN_LOAD_(f1_, a, c, n, ns0, part, M);	\
+		chunk(a, n, c, f1_, i, M);				\
+		KERN_VEC_DOWN_SAVE_(f1_, a, c, n, ns0, part, i, M);	\
+	} while (0)
+
 /*
  * Tokens [i, i + M) of down rows [ns0, ns1): their partial sums (f32
  * [M][ns1 - ns0] at @part) take every chunk of [k0, k1) in turn, each
@@ -79,29 +117,54 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
  */
 #define KERN_VEC_DOWN_RUN(chunk, a, ns0, ns1, part, i, M)		\
 	do {								\
-		const unsigned int c0_ = (a)->k0 / (a)->kc;		\
+		unsigned int c_, n_, nsub_ = (ns1) - (ns0);		\
+									\
+		for (c_ = (a)->k0 / (a)->kc; c_ < (a)->k1 / (a)->kc; c_++) \
+			for (n_ = (ns0); n_ < (ns1); n_ += VF_LANES)	\
+				KERN_VEC_DOWN_ONE_(chunk, a, c_, n_, ns0, \
+						   part, i, M);		\
+	} while (0)
+
+/*
+ * KERN_VEC_DOWN_RUN two chunks at a time, chunk c + 1 one row vector
+ * behind chunk c, by @chunk##2(a, n, c, f, n2, f2, i, M) (chunk c of rows
+ * n into f, chunk c + 1 of rows n2 into f2, at once). One core's DRAM
+ * reads are capped per sequential stream, and consecutive chunks' tiles
+ * are N / 16 row blocks apart: two streams. Every row still takes its
+ * chunks in order, so the bits are those of KERN_VEC_DOWN_RUN.
+ */
+#define KERN_VEC_DOWN_RUN2(chunk, a, ns0, ns1, part, i, M)		\
+	do {								\
 		const unsigned int c1_ = (a)->k1 / (a)->kc;		\
 		unsigned int c_, n_, nsub_ = (ns1) - (ns0);		\
-		vf f_[M];						\
-		int m_;							\
+		vf fa_[M], fb_[M];					\
 									\
-		for (c_ = c0_; c_ < c1_; c_++)				\
-			for (n_ = (ns0); n_ < (ns1); n_ += VF_LANES) {	\
-				float *p_ = (part) + (n_ - (ns0));	\
-									\
-				KERN_VEC_UNROLL				\
-				for (m_ = 0; m_ < (M); m_++)		\
-					f_[m_] = c_ == c0_ ? vf_zero() : \
-						 vf_load(p_ + m_ * nsub_); \
-				chunk(a, n_, c_, f_, i, M);		\
-				if (c_ + 1 == c1_) {			\
-					kern_vec_add_y(a, n_, f_, i, M); \
-					continue;			\
-				}					\
-				KERN_VEC_UNROLL				\
-				for (m_ = 0; m_ < (M); m_++)		\
-					vf_store(p_ + m_ * nsub_, f_[m_]); \
+		for (c_ = (a)->k0 / (a)->kc; c_ + 1 < c1_; c_ += 2) {	\
+			KERN_VEC_DOWN_ONE_(chunk, a, c_, ns0, ns0, part, \
+					   i, M);			\
+			for (n_ = (ns0) + VF_LANES; n_ < (ns1);		\
+			     n_ += VF_LANES) {				\
+				KERN_VEC_DOWN_LOAD_(fa_, a, c_, n_, ns0, \
+						    part, M);		\
+				KERN_VEC_DOWN_LOAD_(fb_, a, c_ + 1,	\
+						    n_ - VF_LANES, ns0,	\
+						    part, M);		\
+				chunk##2(a, n_, c_, fa_, n_ - VF_LANES,	\
+					 fb_, i, M);			\
+				KERN_VEC_DOWN_SAVE_(fa_, a, c_, n_, ns0, \
+						    part, i, M);	\
+				KERN_VEC_DOWN_SAVE_(fb_, a, c_ + 1,	\
+						    n_ - VF_LANES, ns0,	\
+						    part, i, M);	\
 			}						\
+			KERN_VEC_DOWN_ONE_(chunk, a, c_ + 1,		\
+					   (ns1) - VF_LANES, ns0, part,	\
+					   i, M);			\
+		}							\
+		if (c_ < c1_)						\
+			for (n_ = (ns0); n_ < (ns1); n_ += VF_LANES)	\
+				KERN_VEC_DOWN_ONE_(chunk, a, c_, n_, ns0, \
+						   part, i, M);		\
 	} while (0)
 
 /*
@@ -131,11 +194,16 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
  * take the chunks in order, then y += w * sums, by
  * @chunk(a, n, c, f, i, M) (f[m] the sums of token i + m over rows [n, n +
  * VF_LANES)). Calls of at most @mr tokens (decode, memory bound) go chunk
- * by chunk (KERN_VEC_DOWN_RUN; @a->scratch holds KERN_VEC_DOWN_SCRATCH(@mr)
- * bytes), more row vector by row vector (KERN_VEC_DOWN_ROW). Both add each
- * row's chunks in the same order, so the bits are the same.
+ * by chunk (@run: KERN_VEC_DOWN_RUN, or KERN_VEC_DOWN_RUN2 for a body with
+ * @chunk##2; @a->scratch holds KERN_VEC_DOWN_SCRATCH(@mr) bytes), more row
+ * vector by row vector (KERN_VEC_DOWN_ROW). All add each row's chunks in
+ * the same order, so the bits are the same.
  */
 #define KERN_VEC_DOWN(chunk, a, mr)					\
+	KERN_VEC_DOWN_WITH(KERN_VEC_DOWN_RUN, chunk, a, mr)
+#define KERN_VEC_DOWN2(chunk, a, mr)					\
+	KERN_VEC_DOWN_WITH(KERN_VEC_DOWN_RUN2, chunk, a, mr)
+#define KERN_VEC_DOWN_WITH(run, chunk, a, mr)				\
 	do {								\
 		unsigned int ns0_, ns1_;				\
 									\
@@ -148,7 +216,7 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
 						a, ns0_, ns1_);		\
 			else						\
 				KERN_VEC_TOKENS((a)->m, mr,		\
-						KERN_VEC_DOWN_RUN, chunk, \
+						run, chunk,		\
 						a, ns0_, ns1_,		\
 						(float *)(a)->scratch);	\
 		}							\
