@@ -178,108 +178,171 @@ AI void sub_scale(const vi *dot, const struct kern_qk_rec *r, unsigned int kw,
 }
 
 /*
- * One activation block of @nt tiles (consecutive in memory from @t, all in
- * the super-block whose scales @r gives for row @n) of rows [n, n +
+ * One activation block of tiles (consecutive in memory from @t, all in the
+ * super-block whose scales @r gives for row @n) of rows [n, n +
  * VF_LANES): column @kw (in the weight matrix) of its first value, @xo its
- * offset in the activation rows x[m] (of K @kx), block @xb. Per sub-block
- * the int32 dots go to f32 once and take d * scale there; the mins (Q6_K:
- * 32 * scale) take the f32 activation sums: three vector operations per
- * sub-block and token beside the dots, where integer scaling took seven.
+ * offset in the activation rows x[m] (of K @kx), block @xb; its sums go to
+ * acc[m]. Per sub-block the int32 dots go to f32 once and take d * scale
+ * there; the mins (Q6_K: 32 * scale) take the f32 activation sums: three
+ * vector operations per sub-block and token beside the dots, where integer
+ * scaling took seven.
  */
-AI void block(const uint8_t *t, unsigned int nt, const struct kern_qk_rec *r,
-	      unsigned int n, unsigned int kw, const uint8_t *const *x,
-	      unsigned int kx, unsigned int xo, unsigned int xb, const int M,
-	      vf *acc)
-{
-	/* this vector's rows within a line (a half line on 256 bits) */
-	const unsigned int ro = n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
-	const unsigned int lps = 8 / QK_NS;	/* lines of one sub-block */
-	const vf d = vf_load(r->d);
-	const vf dh16 = QK_HI16 ? vf_mul(d, vf_set1(1.0f / 16)) : d;
-	/* Q6_K: sum sc * (q - 32) * x = sum sc * q * x - 32 sc * sum x */
-	const vf dm = QK_Q == KT_QUANT_Q6_K ? vf_mul(d, vf_set1(32.0f)) :
-					      vf_load(r->dmin);
+struct qk_run {
+	const uint8_t *t;
+	const struct kern_qk_rec *r;
+	unsigned int n, kw, kx, xo, xb;
+	const uint8_t *const *x;
+	vf *acc;
+	/* set by run_start(): this vector's rows within a line (a half
+	 * line on 256 bits), the super-block's d (and / 16) and min factor */
+	unsigned int ro;
+	vf d, dh16, dm;
 	vf sum[MR];
-	unsigned int tt, L0, j;
+};
+
+AI void run_start(struct qk_run *b, const int M)
+{
+	int m;
+
+	b->ro = b->n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
+	b->d = vf_load(b->r->d);
+	b->dh16 = QK_HI16 ? vf_mul(b->d, vf_set1(1.0f / 16)) : b->d;
+	/* Q6_K: sum sc * (q - 32) * x = sum sc * q * x - 32 sc * sum x */
+	b->dm = QK_Q == KT_QUANT_Q6_K ? vf_mul(b->d, vf_set1(32.0f)) :
+					vf_load(b->r->dmin);
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		b->sum[m] = vf_zero();
+}
+
+/*
+ * Lines [L0, L0 + lps) of tile @tt: their low nibbles are one sub-block
+ * (k 4 L0.. of the tile), their high nibbles another (64 later); both dots
+ * at once, 2M independent sums.
+ */
+AI void run_sub(struct qk_run *b, unsigned int tt, unsigned int L0,
+		const int M)
+{
+	const unsigned int lps = 8 / QK_NS;	/* lines of one sub-block */
+	const uint8_t *tp = b->t + tt * QK_TB;
+	const unsigned int kl = tt * KERN_TILE_K_INT4 + 4 * L0;
+	const unsigned int kh = kl + KERN_INT4_HI_K;
+	vi dl[MR], dh[MR];
+	unsigned int j;
 	int m;
 
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
-		sum[m] = vf_zero();
-	for (tt = 0; tt < nt; tt++) {
-		const uint8_t *tp = t + tt * QK_TB;
-
-		/*
-		 * Lines [L0, L0 + lps): their low nibbles are one sub-block
-		 * (k 4 L0.. of the tile), their high nibbles another (64
-		 * later); both dots at once, 2M independent sums.
-		 */
-		for (L0 = 0; L0 < KERN_TILE_LINES; L0 += lps) {
-			const unsigned int kl = tt * KERN_TILE_K_INT4 + 4 * L0;
-			const unsigned int kh = kl + KERN_INT4_HI_K;
-			vi dl[MR], dh[MR];
+		dl[m] = dh[m] = vi_zero();
+#pragma GCC unroll 8
+	for (j = 0; j < lps; j++) {
+		/* L0 is a multiple of QK_PER */
+		vi wl = qline(tp, L0 + j, j % QK_PER, 0, b->ro);
+		vi wh = qline(tp, L0 + j, j % QK_PER, 1, b->ro);
 
 #pragma GCC unroll 8
-			for (m = 0; m < M; m++)
-				dl[m] = dh[m] = vi_zero();
-#pragma GCC unroll 8
-			for (j = 0; j < lps; j++) {
-				/* L0 is a multiple of QK_PER */
-				vi wl = qline(tp, L0 + j, j % QK_PER, 0, ro);
-				vi wh = qline(tp, L0 + j, j % QK_PER, 1, ro);
+		for (m = 0; m < M; m++) {
+			const uint8_t *xp = b->x[m] + b->xo + 4 * j;
 
-#pragma GCC unroll 8
-				for (m = 0; m < M; m++) {
-					const uint8_t *xp = x[m] + xo + 4 * j;
-
-					dl[m] = vi_dot_u8s8(dl[m], wl,
-							    bcast4(xp + kl));
-					dh[m] = vi_dot_u8s8(dh[m], wh,
-							    bcast4(xp + kh));
-				}
-			}
-			sub_scale(dl, r, kw, kl, d, dm, x, kx, xo, M, sum);
-			sub_scale(dh, r, kw, kh, dh16, dm, x, kx, xo, M, sum);
+			dl[m] = vi_dot_u8s8(dl[m], wl, bcast4(xp + kl));
+			dh[m] = vi_dot_u8s8(dh[m], wh, bcast4(xp + kh));
 		}
 	}
-#pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		acc[m] = vf_fmadd(vf_set1(kern_qk_row_scales(x[m], kx)[xb]),
-				  sum[m], acc[m]);
+	sub_scale(dl, b->r, b->kw, kl, b->d, b->dm, b->x, b->kx, b->xo, M,
+		  b->sum);
+	sub_scale(dh, b->r, b->kw, kh, b->dh16, b->dm, b->x, b->kx, b->xo, M,
+		  b->sum);
 }
 
-/* gate or up rows [n, n + VF_LANES) for M tokens: K = H in blocks of 256 */
-AI void mat_rows(const struct kern_mat *mat, unsigned int K, unsigned int n,
-		 const uint8_t *const *x, const int M, vf *acc)
+AI void run_end(struct qk_run *b, const int M)
 {
-	struct kern_qk_rec r;
+	int m;
+
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		b->acc[m] = vf_fmadd(vf_set1(kern_qk_row_scales(b->x[m],
+							       b->kx)[b->xb]),
+				     b->sum[m], b->acc[m]);
+}
+
+/*
+ * @nt tiles of run @a, or with @b (non-NULL) of two runs at once, a
+ * sub-block of each in turn: decode's down reads two chunks, two DRAM
+ * streams (rows-vec.h, KERN_VEC_DOWN_RUN2).
+ */
+AI void block_runs(unsigned int nt, struct qk_run *a, struct qk_run *b,
+		   const int M)
+{
+	unsigned int tt, L0;
+
+	run_start(a, M);
+	if (b)
+		run_start(b, M);
+	for (tt = 0; tt < nt; tt++)
+		for (L0 = 0; L0 < KERN_TILE_LINES; L0 += 8 / QK_NS) {
+			run_sub(a, tt, L0, M);
+			if (b)
+				run_sub(b, tt, L0, M);
+		}
+	run_end(a, M);
+	if (b)
+		run_end(b, M);
+}
+
+#ifndef QK_GU_TWO_MAX
+#define QK_GU_TWO_MAX 2
+#endif
+
+/* super-block @b of @mat's rows [n, n + VF_LANES): its run (scales in @r) */
+AI struct qk_run super_run(const struct kern_mat *mat, unsigned int K,
+			   unsigned int n, unsigned int b,
+			   struct kern_qk_rec *r, const uint8_t *const *x,
+			   vf *acc)
+{
+	struct qk_run run = {
+		.t = mat->tiles + kern_tile_off_q(QK_Q, kern_tile_rbm(K,
+			KERN_TILE_K_INT4, n / KERN_TILE_ROWS, b * 2)),
+		.r = r, .n = n, .kw = b * KERN_Q4_K_SUPER, .kx = K,
+		.xo = b * KERN_Q4_K_SUPER, .xb = b, .x = x, .acc = acc,
+	};
+
+	kern_qk_rec_at(QK_Q, mat->scales, K, n, b * KERN_Q4_K_SUPER, r);
+	return run;
+}
+
+/*
+ * gate and up rows [n, n + VF_LANES) for M tokens, K = H in blocks of 256.
+ * A few tokens (memory bound) take a super-block of each at once, two DRAM
+ * streams; more (compute bound) all of gate, then all of up, measured
+ * faster for them (T = 64: 790 against 900 us per expert).
+ */
+AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
+		      unsigned int i, const int M)
+{
+	const unsigned int nsb = a->K / KERN_Q4_K_SUPER;
+	const uint8_t *x[MR];
+	vf fg[MR], fu[MR];
 	unsigned int b;
 	int m;
 
 #pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		acc[m] = vf_zero();
-	for (b = 0; b < K / KERN_Q4_K_SUPER; b++) {
-		kern_qk_rec_at(QK_Q, mat->scales, K, n, b * KERN_Q4_K_SUPER, &r);
-		block(mat->tiles + kern_tile_off_q(QK_Q, kern_tile_rbm(K,
-				KERN_TILE_K_INT4, n / KERN_TILE_ROWS, b * 2)),
-		      2, &r, n, b * KERN_Q4_K_SUPER, x, K,
-		      b * KERN_Q4_K_SUPER, b, M, acc);
-	}
-}
-
-AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
-		      unsigned int i, const int M)
-{
-	const uint8_t *x[MR];
-	vf fg[MR], fu[MR];
-	int m;
-
-#pragma GCC unroll 8
-	for (m = 0; m < M; m++)
+	for (m = 0; m < M; m++) {
 		x[m] = a->act + a->act_rows[i + m] * a->act_stride;
-	mat_rows(a->gate, a->K, n, x, M, fg);
-	mat_rows(a->up, a->K, n, x, M, fu);
+		fg[m] = fu[m] = vf_zero();
+	}
+	for (b = 0; b < nsb; b++) {
+		struct kern_qk_rec rg, ru;
+		struct qk_run g = super_run(a->gate, a->K, n, b, &rg, x, fg);
+		struct qk_run u = super_run(a->up, a->K, n, b, &ru, x, fu);
+
+		block_runs(2, &g, M <= QK_GU_TWO_MAX ? &u : NULL, M);
+	}
+	for (b = 0; M > QK_GU_TWO_MAX && b < nsb; b++) {
+		struct kern_qk_rec ru;
+		struct qk_run u = super_run(a->up, a->K, n, b, &ru, x, fu);
+
+		block_runs(2, &u, NULL, M);
+	}
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		vf_store(a->out + (i + m) * a->out_stride + (n - a->n0),
@@ -297,28 +360,57 @@ void QNAME(kern_gate_up)(const struct kern_gate_up_args *a)
  */
 _Static_assert(KERN_DOWN_CHUNK <= KERN_Q4_K_SUPER &&
 	       KERN_Q4_K_SUPER % KERN_DOWN_CHUNK == 0,
-	       "block() takes the tiles of one super-block");
+	       "a chunk's run takes the tiles of one super-block");
+
+/* chunk @c of rows @n: its run (tokens' rows in @x, scales in @r) */
+AI struct qk_run chunk_run(const struct kern_down_args *a, unsigned int n,
+			   unsigned int c, struct kern_qk_rec *r,
+			   const uint8_t **x, vf *f, unsigned int i,
+			   const int M)
+{
+	const unsigned int kc = a->kc;
+	struct qk_run run = {
+		.t = a->down->tiles + kern_tile_off_q(QK_Q,
+			kern_tile_kcm_chunk(a->N, kc, KERN_TILE_K_INT4,
+					    n / KERN_TILE_ROWS, c)),
+		.r = r, .n = n, .kw = c * kc, .kx = kc, .xo = 0, .xb = 0,
+		.x = x, .acc = f,
+	};
+	int m;
+
+	kern_qk_rec_at(QK_Q, a->down->scales, a->K, n, c * kc, r);
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		x[m] = a->act + (i + m) * a->act_stride +
+		       (c - a->k0 / kc) * kern_qk_row_bytes(kc, QK_SG);
+	return run;
+}
 
 AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 		   unsigned int c, vf *f, unsigned int i, const int M)
 {
-	const unsigned int kc = a->kc;
-	const size_t crow = kern_qk_row_bytes(kc, QK_SG);
 	struct kern_qk_rec r;
 	const uint8_t *x[MR];
-	int m;
+	struct qk_run run = chunk_run(a, n, c, &r, x, f, i, M);
 
-	kern_qk_rec_at(QK_Q, a->down->scales, a->K, n, c * kc, &r);
-#pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		x[m] = a->act + (i + m) * a->act_stride +
-		       (c - a->k0 / kc) * crow;
-	block(a->down->tiles + kern_tile_off_q(QK_Q, kern_tile_kcm_chunk(a->N,
-			kc, KERN_TILE_K_INT4, n / KERN_TILE_ROWS, c)),
-	      kc / KERN_TILE_K_INT4, &r, n, c * kc, x, kc, 0, 0, M, f);
+	block_runs(a->kc / KERN_TILE_K_INT4, &run, NULL, M);
+}
+
+/* two streams (KERN_VEC_DOWN_RUN2): chunk @c of rows @n into f and chunk
+ * c + 1 of rows @n2 into f2, a sub-block of each in turn */
+AI void down_chunk2(const struct kern_down_args *a, unsigned int n,
+		    unsigned int c, vf *f, unsigned int n2, vf *f2,
+		    unsigned int i, const int M)
+{
+	struct kern_qk_rec r, r2;
+	const uint8_t *x[MR], *x2[MR];
+	struct qk_run run = chunk_run(a, n, c, &r, x, f, i, M);
+	struct qk_run run2 = chunk_run(a, n2, c + 1, &r2, x2, f2, i, M);
+
+	block_runs(a->kc / KERN_TILE_K_INT4, &run, &run2, M);
 }
 
 void QNAME(kern_down)(const struct kern_down_args *a)
 {
-	KERN_VEC_DOWN(down_chunk, a, MR);
+	KERN_VEC_DOWN2(down_chunk, a, MR);
 }
