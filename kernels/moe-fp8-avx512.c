@@ -44,14 +44,15 @@ AI __m512i bcast32(const void *p)
 
 /*
  * One scale block (BT adjacent tiles, 16 rows x 128 columns) of one matrix
- * or (@two) two, for M tokens whose bf16 activations of these columns are
- * at x[m]: the f32 dots, fresh, in og/ou. @wide: gw/uw are the block
- * already widened (widen()), else its FP8 tiles. Two accumulator chains
- * (even and odd k pairs) while they fit.
+ * or two (@two: MK_*, vec.h), for M tokens whose bf16 activations of these
+ * columns are at x[m] (MK_TWO_OWN_X: the second's at ux[m]): the f32 dots,
+ * fresh, in og/ou. @wide: gw/uw are the block already widened (widen()),
+ * else its FP8 tiles. Two accumulator chains (even and odd k pairs) while
+ * they fit.
  */
 AI void mk_dot(const uint8_t *gw, const uint8_t *uw, const int two,
-	       const int wide, const uint8_t *const *x, const int M,
-	       __m512 *og, __m512 *ou)
+	       const int wide, const uint8_t *const *x,
+	       const uint8_t *const *ux, const int M, __m512 *og, __m512 *ou)
 {
 	const int CH = M <= 3 ? 2 : 1;
 	const struct fp8_tbl tbl = fp8_tables();
@@ -94,12 +95,14 @@ AI void mk_dot(const uint8_t *gw, const uint8_t *uw, const int two,
 				/* k pair h + j: bytes 4 (h + j) of the row */
 				__m512bh xb = (__m512bh)bcast32(x[m] +
 							       4 * (h + j));
+				__m512bh ub = two != MK_TWO_OWN_X ? xb :
+					(__m512bh)bcast32(ux[m] + 4 * (h + j));
 
 				ag[s][m] = _mm512_dpbf16_ps(ag[s][m], xb,
 							    (__m512bh)wg[j]);
 				if (two)
 					au[s][m] = _mm512_dpbf16_ps(au[s][m],
-						xb, (__m512bh)wu[j]);
+						ub, (__m512bh)wu[j]);
 			}
 		}
 	}
@@ -198,8 +201,8 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			xk[m] = x[m] + (size_t)kb * KERN_FP8_BLOCK * 2;
-		mk_dot(a->gate->tiles + off, a->up->tiles + off, 1, 0, xk, M, dg,
-		       du);
+		mk_dot(a->gate->tiles + off, a->up->tiles + off, MK_TWO, 0, xk,
+		       xk, M, dg, du);
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++) {
 			g[m] = _mm512_fmadd_ps(dg[m], vg, g[m]);
@@ -230,7 +233,7 @@ AI void gu_wide_block(const struct kern_gate_up_args *a, const struct wide *w,
 	for (m = 0; m < M; m++)
 		x[m] = a->act + a->act_rows[i0 + i + m] * a->act_stride +
 		       (size_t)kb * KERN_FP8_BLOCK * 2;
-	mk_dot(w->wg, w->wu, 1, 1, x, M, dg, du);
+	mk_dot(w->wg, w->wu, MK_TWO, 1, x, x, M, dg, du);
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		_mm512_store_ps(ag + m * NROW, _mm512_fmadd_ps(dg[m], vg,
@@ -316,42 +319,87 @@ AI void add_y(const struct kern_down_args *a, unsigned int i0, unsigned int n,
 	}
 }
 
+/* token i0 + m's bf16 activations of chunk @c at x[m] */
+AI void down_x(const struct kern_down_args *a, unsigned int i0,
+	       unsigned int c, const uint8_t **x, const int M)
+{
+	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
+	int m;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		x[m] = a->act + (i0 + m) * a->act_stride +
+		       (c - a->k0 / a->kc) * crow;
+}
+
+/* chunk @c of output block @nb: its tiles, its scales at @s */
+AI const uint8_t *down_at(const struct kern_down_args *a, unsigned int c,
+			  unsigned int nb, __m512 *s)
+{
+	*s = block_scale(a->down->scales + kern_fp8_scale_idx(a->group, a->K,
+			 nb * NROW, c * a->kc),
+			 a->group == KERN_FP8_CHANNEL, 0);
+	return a->down->tiles + kern_tile_off(kern_tile_kcm(a->N, a->kc,
+			KERN_TILE_K_FP8, nb, c * BT));
+}
+
+/*
+ * Chunk @c of output block @nb into the partial sums (row n of token m at
+ * part[m * nsub + n - ns0]), or with @two (MK_TWO_OWN_X) also chunk c + 1
+ * of block nb - 1 on activations ux: two DRAM streams for decode, each
+ * block's chunks still in order (the bits of one at a time).
+ */
+AI void down_tiles(const struct kern_down_args *a, const int two,
+		   unsigned int c, unsigned int nb, const uint8_t *const *x,
+		   const uint8_t *const *ux, float *part, unsigned int ns0,
+		   unsigned int nsub, const int M)
+{
+	float *pp = part + (nb * NROW - ns0);
+	float *pp2 = pp - NROW;
+	__m512 s, s2 = _mm512_setzero_ps(), r[MR], r2[MR];
+	const uint8_t *tw = down_at(a, c, nb, &s);
+	const uint8_t *tw2 = two ? down_at(a, c + 1, nb - 1, &s2) : NULL;
+	int m;
+
+	mk_dot(tw, tw2, two, 0, x, ux, M, r, r2);
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++) {
+		_mm512_storeu_ps(pp + m * nsub, _mm512_fmadd_ps(r[m], s,
+				 _mm512_loadu_ps(pp + m * nsub)));
+		if (two)
+			_mm512_storeu_ps(pp2 + m * nsub, _mm512_fmadd_ps(r2[m],
+					 s2, _mm512_loadu_ps(pp2 + m * nsub)));
+	}
+}
+
+/* Decode: chunks two at a time, chunk c + 1 one output block behind c. */
 AI void down_block(const struct kern_down_args *a, unsigned int i0,
 		   unsigned int ns0, unsigned int ns1, float *part,
 		   const int M)
 {
-	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
+	const unsigned int c1 = a->k1 / a->kc;
+	const unsigned int nb0 = ns0 / NROW, nb1 = ns1 / NROW;
 	const unsigned int nsub = ns1 - ns0;
-	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
 	unsigned int c, nb;
-	int m;
 
 	memset(part, 0, sizeof(float) * MR * nsub);
-	for (c = c0; c < c1; c++) {
-		const uint8_t *x[MR];
+	for (c = a->k0 / a->kc; c < c1; c += 2) {
+		const uint8_t *x[MR], *ux[MR];
 
-#pragma GCC unroll 16
-		for (m = 0; m < M; m++)
-			x[m] = a->act + (i0 + m) * a->act_stride +
-			       (c - c0) * crow;
-		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
-			const uint8_t *tw = a->down->tiles + kern_tile_off(
-				kern_tile_kcm(a->N, a->kc, KERN_TILE_K_FP8, nb,
-					      c * BT));
-			float *pp = part + (nb * NROW - ns0);
-			const bool chan = a->group == KERN_FP8_CHANNEL;
-			const float *sp = a->down->scales + kern_fp8_scale_idx(
-				a->group, a->K, nb * NROW, c * a->kc);
-			__m512 s = block_scale(sp, chan, 0);
-			__m512 r[MR];
-
-			mk_dot(tw, NULL, 0, 0, x, M, r, NULL);
-#pragma GCC unroll 16
-			for (m = 0; m < M; m++)
-				_mm512_storeu_ps(pp + m * nsub,
-					_mm512_fmadd_ps(r[m], s,
-					_mm512_loadu_ps(pp + m * nsub)));
+		down_x(a, i0, c, x, M);
+		if (c + 1 == c1) {
+			for (nb = nb0; nb < nb1; nb++)
+				down_tiles(a, MK_ONE, c, nb, x, x, part, ns0,
+					   nsub, M);
+			break;
 		}
+		down_x(a, i0, c + 1, ux, M);
+		down_tiles(a, MK_ONE, c, nb0, x, x, part, ns0, nsub, M);
+		for (nb = nb0 + 1; nb < nb1; nb++)
+			down_tiles(a, MK_TWO_OWN_X, c, nb, x, ux, part, ns0,
+				   nsub, M);
+		down_tiles(a, MK_ONE, c + 1, nb1 - 1, ux, ux, part, ns0, nsub,
+			   M);
 	}
 	add_y(a, i0, M, part, ns0, ns1);
 }
@@ -376,7 +424,7 @@ AI void down_wide_block(const struct kern_down_args *a, const struct wide *w,
 	for (m = 0; m < M; m++)
 		x[m] = a->act + (i0 + i + m) * a->act_stride +
 		       (c - a->k0 / a->kc) * crow;
-	mk_dot(w->wg, NULL, 0, 1, x, M, r, NULL);
+	mk_dot(w->wg, NULL, MK_ONE, 1, x, x, M, r, NULL);
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 		_mm512_storeu_ps(pp + m * nsub, _mm512_fmadd_ps(r[m], s,

@@ -100,13 +100,6 @@ AI __m512i dot_w8(__m512i acc, struct w8 w, __m512i xb)
 }
 
 /*
- * Matrices a kernel body streams at once (@two): one (gw), two on the same
- * activations (gate and up of the same rows), or two each on its own
- * (MK_TWO_OWN_X: down's consecutive chunks, the second's activations ux).
- */
-enum { MK_ONE, MK_TWO, MK_TWO_OWN_X };
-
-/*
  * INT8, one matrix or two at once (@two). The s8 activations come straight
  * from memory as the broadcast operand; W8_CORR * sum(x) of the run, kept
  * in the activation row (@xsum, @usum), is taken back at the end.

@@ -221,4 +221,11 @@ AI uint64_t vi_fold64(vi v)
 	return r;
 }
 
+/*
+ * Matrices a kernel body streams at once: one, two on the same activations
+ * (gate and up of the same rows), or two each on its own (MK_TWO_OWN_X:
+ * down's consecutive chunks in decode, two DRAM streams).
+ */
+enum { MK_ONE, MK_TWO, MK_TWO_OWN_X };
+
 #endif /* KT_KERNELS_VEC_H */
