@@ -169,12 +169,14 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 }
 
 /*
- * INT8 decode gate+up: four matrices on the same activations at once
- * (gate and up of two row blocks far apart), four DRAM streams.
+ * INT8 decode: four matrices at once, four DRAM streams: w[v] on
+ * activations x[v][m] (sums xsum[v][m]): gate and up of two row blocks far
+ * apart on the same, or four chunks of down each on its own.
  */
 AI void mk_i8_4(const uint8_t *const *w, unsigned int nt,
-		const uint8_t *const *x, const int32_t *const *xsum,
-		const int M, __m512i (*o)[MR])
+		const uint8_t *const *const *x,
+		const int32_t *const *const *xsum, const int M,
+		__m512i (*o)[MR])
 {
 	__m512i ac[4][MR];
 	unsigned int t;
@@ -200,24 +202,21 @@ AI void mk_i8_4(const uint8_t *const *w, unsigned int nt,
 					     _MM_HINT_T0);
 			}
 #pragma GCC unroll 16
-			for (m = 0; m < M; m++) {
-				__m512i xb = bcast32(x[m] +
-					t * KERN_TILE_K_INT8 + j * LANE);
-
+			for (m = 0; m < M; m++)
 #pragma GCC unroll 4
 				for (v = 0; v < 4; v++)
-					ac[v][m] = dot_w8(ac[v][m], wv[v], xb);
-			}
+					ac[v][m] = dot_w8(ac[v][m], wv[v],
+						bcast32(x[v][m] + t *
+							KERN_TILE_K_INT8 +
+							j * LANE));
 		}
 	}
 #pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		__m512i corr = _mm512_set1_epi32(W8_CORR * xsum[m][0]);
-
+	for (m = 0; m < M; m++)
 #pragma GCC unroll 4
 		for (v = 0; v < 4; v++)
-			o[v][m] = _mm512_sub_epi32(ac[v][m], corr);
-	}
+			o[v][m] = _mm512_sub_epi32(ac[v][m], _mm512_set1_epi32(
+						   W8_CORR * xsum[v][m][0]));
 }
 
 /*
@@ -514,8 +513,11 @@ AI void gu_block4(const struct kern_gate_up_args *a, unsigned int nb,
 	__m512 f[4][MR];
 	int m, h, v;
 
+	const uint8_t *const *xv[4] = { x, x, x, x };
+	const int32_t *const *gv[4] = { gs, gs, gs, gs };
+
 	gu_rows(a, 0, x, xs, gs, M);
-	mk_i8_4(w, K / tk, x, gs, M, d);
+	mk_i8_4(w, K / tk, xv, gv, M, d);
 #pragma GCC unroll 4
 	for (v = 0; v < 4; v++) {
 		__m512 ws = _mm512_loadu_ps((v & 1 ? a->up : a->gate)->scales +
@@ -673,6 +675,76 @@ AI void down_tiles2(const struct kern_down_args *a, enum kt_quant q,
  * streams. Every output block still takes its chunks in order, so the
  * bits are those of the chunk-by-chunk order.
  */
+/*
+ * INT8, up to 2 tokens: block @nb of chunk @c, nb - 1 of c + 1, nb - 2 of
+ * c + 2 and nb - 3 of c + 3 at once, four streams; token m of chunk c + s
+ * at x[s][m].
+ */
+AI void down_tiles4(const struct kern_down_args *a, unsigned int c,
+		    unsigned int nb, const uint8_t *const (*x)[MR],
+		    const vf (*xs)[MR], const int32_t *const (*gs)[MR],
+		    float *part, unsigned int ns0, unsigned int nsub,
+		    const int M)
+{
+	const unsigned int P = a->kc / KERN_TILE_K_INT8;
+	const uint8_t *w[4];
+	const uint8_t *const *xv[4];
+	const int32_t *const *gv[4];
+	__m512i d[4][MR];
+	int m, v;
+
+#pragma GCC unroll 4
+	for (v = 0; v < 4; v++) {
+		w[v] = a->down->tiles + kern_tile_off(kern_tile_kcm(a->N,
+			a->kc, KERN_TILE_K_INT8, nb - v, (c + v) * P));
+		xv[v] = x[v];
+		gv[v] = gs[v];
+	}
+	mk_i8_4(w, P, xv, gv, M, d);
+#pragma GCC unroll 4
+	for (v = 0; v < 4; v++) {
+		float *pp = part + ((nb - v) * NROW - ns0);
+
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			_mm512_storeu_ps(pp + m * nsub, _mm512_fmadd_ps(
+				_mm512_cvtepi32_ps(d[v][m]), xs[v][m],
+				_mm512_loadu_ps(pp + m * nsub)));
+	}
+}
+
+/* INT8, up to 2 tokens: chunks c .. c + 3, chunk c + s s blocks behind */
+AI void down_decode4(const struct kern_down_args *a, unsigned int i0,
+		     unsigned int c, unsigned int ns0, unsigned int ns1,
+		     float *part, const int M)
+{
+	const enum kt_quant q = KT_QUANT_INT8;
+	const unsigned int nb0 = ns0 / NROW, nb1 = ns1 / NROW;
+	const unsigned int nsub = ns1 - ns0;
+	const struct l2pf none = l2pf_share(NULL, NULL, 0, 0, 0, 1);
+	const uint8_t *x[4][MR];
+	const int32_t *gs[4][MR];
+	vf xs[4][MR];
+	unsigned int nb, s;
+
+	for (s = 0; s < 4; s++)
+		down_rows(a, q, i0, c + s, x[s], xs[s], gs[s], M);
+	for (nb = nb0; nb < nb1 + 3; nb++) {
+		if (nb >= nb0 + 3 && nb < nb1) {
+			down_tiles4(a, c, nb, (const uint8_t *const (*)[MR])x,
+				    (const vf (*)[MR])xs,
+				    (const int32_t *const (*)[MR])gs, part,
+				    ns0, nsub, M);
+			continue;
+		}
+		for (s = 0; s < 4; s++)
+			if (nb >= nb0 + s && nb - s < nb1)
+				down_tiles(a, q, c + s, nb - s, x[s], xs[s],
+					   gs[s], part + ((nb - s) * NROW -
+					   ns0), nsub, none, M);
+	}
+}
+
 AI void down_decode(const struct kern_down_args *a, enum kt_quant q,
 		    unsigned int i0, unsigned int ns0, unsigned int ns1,
 		    float *part, const int M)
@@ -688,6 +760,11 @@ AI void down_decode(const struct kern_down_args *a, enum kt_quant q,
 		const int32_t *gs[MR], *ugs[MR];
 		vf xs[MR], uxs[MR];
 
+		if (q == KT_QUANT_INT8 && M <= 2 && c + 4 <= c1) {
+			down_decode4(a, i0, c, ns0, ns1, part, M);
+			c += 2;
+			continue;
+		}
 		down_rows(a, q, i0, c, x, xs, gs, M);
 		if (c + 1 == c1 || q == KT_QUANT_INT4) {
 			for (nb = nb0; nb < nb1; nb++)
