@@ -220,32 +220,40 @@ AI void mk_i8_4(const uint8_t *const *w, unsigned int nt,
 }
 
 /*
- * INT4, one matrix: nibbles (q + 8) are the unsigned operand, activations
- * the signed one; a group's dot is sum((q + 8) x) - 8 * sum(x). Group g of
- * the run has its 16 scales at ws + g * ws_stride. Returns the f32 sum
- * over the run of dot * scale, per token.
+ * INT4 on one matrix, or (@NV 2) two each on its own activations, a line
+ * of each in turn (gate and up, or down's chunks c and c + 1 in decode: two
+ * DRAM streams). Nibbles (q + 8) are the unsigned operand, activations the
+ * signed one; a group's dot is sum((q + 8) x) - 8 * sum(x). Matrix v's
+ * weights are at w[v], token m's activations at x[v][m] with group sums
+ * gs[v][m]; group g of the run has its 16 scales at ws[v] + g *
+ * ws_stride. out[v][m]: the f32 sum over the run of dot * scale.
  */
-AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
-	      const int32_t *const *gs, const float *ws, size_t ws_stride,
-	      unsigned int G, const int M, __m512 *out, const struct l2pf pf)
+AI void mk_i4(const int NV, const uint8_t *const *w, unsigned int nt,
+	      const uint8_t *const *const *x,
+	      const int32_t *const *const *gs, const float *const *ws,
+	      size_t ws_stride, unsigned int G, const int M,
+	      __m512 (*out)[MR], const struct l2pf pf)
 {
 	const __m512i lo4 = _mm512_set1_epi8(0x0f);
-	__m512i al[MR], ah[MR];
-	__m512 f[MR];
+	__m512i al[2][MR], ah[2][MR];
+	__m512 f[2][MR];
 	unsigned int t;
-	int m, j;
+	int m, j, v;
 
+#pragma GCC unroll 2
+	for (v = 0; v < NV; v++)
 #pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		al[m] = ah[m] = _mm512_setzero_si512();
-		f[m] = _mm512_setzero_ps();
-	}
+		for (m = 0; m < M; m++) {
+			al[v][m] = ah[v][m] = _mm512_setzero_si512();
+			f[v][m] = _mm512_setzero_ps();
+		}
 	for (t = 0; t < nt; t++) {
-		const uint8_t *tw = w + kern_tile_off(t);
-
 		l2pf_step(pf, t);
 #pragma GCC unroll 16
-		for (j = 0; j < NLINE; j++) {
+		for (j = 0; j < NLINE; j++)
+#pragma GCC unroll 2
+		for (v = 0; v < NV; v++) {
+			const uint8_t *tw = w[v] + kern_tile_off(t);
 			__m512i wv = _mm512_loadu_si512(tw + j * LINE);
 			__m512i wl = _mm512_and_si512(wv, lo4);
 			__m512i wh = _mm512_and_si512(
@@ -255,12 +263,12 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 				     _MM_HINT_T0);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
-				const uint8_t *xp = x[m] +
+				const uint8_t *xp = x[v][m] +
 					t * KERN_TILE_K_INT4 + j * LANE;
 
-				al[m] = dot4(al[m], wl, bcast32(xp));
-				ah[m] = dot4(ah[m], wh,
-					     bcast32(xp + KERN_INT4_HI_K));
+				al[v][m] = dot4(al[v][m], wl, bcast32(xp));
+				ah[v][m] = dot4(ah[v][m], wh,
+						bcast32(xp + KERN_INT4_HI_K));
 			}
 			/* flush whole groups: low nibbles hold k 0..63 of
 			 * the tile, high nibbles k 64..127 */
@@ -270,53 +278,56 @@ AI void mk_i4(const uint8_t *w, unsigned int nt, const uint8_t *const *x,
 				unsigned int gl = t * (KERN_TILE_K_INT4 / G) +
 						  (G == 32 && j == NLINE - 1);
 				unsigned int gh = gl + KERN_INT4_HI_K / G;
-				__m512 sl = _mm512_loadu_ps(ws + gl *
+				__m512 sl = _mm512_loadu_ps(ws[v] + gl *
 							    ws_stride);
-				__m512 sh = _mm512_loadu_ps(ws + gh *
+				__m512 sh = _mm512_loadu_ps(ws[v] + gh *
 							    ws_stride);
 
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 					__m512i cl = _mm512_set1_epi32(
-						8 * gs[m][gl]);
+						8 * gs[v][m][gl]);
 					__m512i chh = _mm512_set1_epi32(
-						8 * gs[m][gh]);
+						8 * gs[v][m][gh]);
 
-					f[m] = _mm512_fmadd_ps(
+					f[v][m] = _mm512_fmadd_ps(
 						_mm512_cvtepi32_ps(
-						_mm512_sub_epi32(al[m], cl)),
-						sl, f[m]);
-					f[m] = _mm512_fmadd_ps(
+						_mm512_sub_epi32(al[v][m], cl)),
+						sl, f[v][m]);
+					f[v][m] = _mm512_fmadd_ps(
 						_mm512_cvtepi32_ps(
-						_mm512_sub_epi32(ah[m], chh)),
-						sh, f[m]);
-					al[m] = ah[m] =
+						_mm512_sub_epi32(ah[v][m],
+								 chh)),
+						sh, f[v][m]);
+					al[v][m] = ah[v][m] =
 						_mm512_setzero_si512();
 				}
 			} else if (G == 128 && j == NLINE - 1) {
-				__m512 s = _mm512_loadu_ps(ws + t *
-							   ws_stride);
+				__m512 sc = _mm512_loadu_ps(ws[v] + t *
+							    ws_stride);
 
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
-					__m512i d = _mm512_add_epi32(al[m],
-								     ah[m]);
+					__m512i d = _mm512_add_epi32(al[v][m],
+								     ah[v][m]);
 
 					d = _mm512_sub_epi32(d,
 						_mm512_set1_epi32(
-						8 * gs[m][t]));
-					f[m] = _mm512_fmadd_ps(
-						_mm512_cvtepi32_ps(d), s,
-						f[m]);
-					al[m] = ah[m] =
+						8 * gs[v][m][t]));
+					f[v][m] = _mm512_fmadd_ps(
+						_mm512_cvtepi32_ps(d), sc,
+						f[v][m]);
+					al[v][m] = ah[v][m] =
 						_mm512_setzero_si512();
 				}
 			}
 		}
 	}
+#pragma GCC unroll 2
+	for (v = 0; v < NV; v++)
 #pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-		out[m] = f[m];
+		for (m = 0; m < M; m++)
+			out[v][m] = f[v][m];
 }
 
 /*
@@ -457,19 +468,32 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 			}
 		} else if (q == KT_QUANT_INT4) {
 			size_t off = kern_tile_off(kern_tile_rbm(K, KERN_TILE_K_INT4, nb, 0));
+			const unsigned int nti = K / KERN_TILE_K_INT4;
+			const uint8_t *w[2] = { a->gate->tiles + off,
+						a->up->tiles + off };
+			const uint8_t *const *xv[2] = { x, x };
+			const int32_t *const *gv[2] = { gs, gs };
+			const float *wsv[2] = { a->gate->scales + nb * NROW,
+						a->up->scales + nb * NROW };
+			__m512 d[2][MR];
 
-			mk_i4(a->gate->tiles + off, K / KERN_TILE_K_INT4, x, gs,
-			      a->gate->scales + nb * NROW, a->N, a->group, M, g,
-			      pfg);
-			mk_i4(a->up->tiles + off, K / KERN_TILE_K_INT4, x, gs,
-			      a->up->scales + nb * NROW, a->N, a->group, M, u,
-			      pfu);
+			/* decode: both at once, two streams; more tokens'
+			 * sums of both would not fit in registers */
+			if (M <= 2) {
+				mk_i4(2, w, nti, xv, gv, wsv, a->N, a->group,
+				      M, d, pfgu);
+			} else {
+				mk_i4(1, w, nti, xv, gv, wsv, a->N, a->group,
+				      M, d, pfg);
+				mk_i4(1, w + 1, nti, xv + 1, gv + 1, wsv + 1,
+				      a->N, a->group, M, d + 1, pfu);
+			}
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				__m512 s = _mm512_set1_ps(xs[m]);
 
-				g[m] = _mm512_mul_ps(g[m], s);
-				u[m] = _mm512_mul_ps(u[m], s);
+				g[m] = _mm512_mul_ps(d[0][m], s);
+				u[m] = _mm512_mul_ps(d[1][m], s);
 			}
 		} else {
 			size_t off = kern_tile_off(kern_tile_rbm(K, KERN_TILE_K_BF16, nb, 0));
@@ -573,6 +597,14 @@ static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
  * output row wait in scratch (f32 [MR][DOWN_NSUB]).
  */
 
+/* INT4: the group scales of chunk @c of output block @nb */
+AI const float *down_i4_scales(const struct kern_down_args *a, unsigned int c,
+			       unsigned int nb)
+{
+	return a->down->scales + nb * NROW +
+	       (size_t)(c * a->kc / a->group) * a->N;
+}
+
 /*
  * Output block @nb of chunk @c, one matrix: its tiles' sums added to the
  * partial sums at @pp (token m at pp + m * nsub).
@@ -597,12 +629,15 @@ AI void down_tiles(const struct kern_down_args *a, enum kt_quant q,
 			r[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[m]), xs[m],
 					       _mm512_loadu_ps(pp + m * nsub));
 	} else if (q == KT_QUANT_INT4) {
-		mk_i4(tw, P, x, gs, a->down->scales + nb * NROW +
-		      (size_t)(c * a->kc / a->group) * a->N, a->N, a->group,
-		      M, r, pf);
+		const uint8_t *const *xv[1] = { x };
+		const int32_t *const *gv[1] = { gs };
+		const float *wsv[1] = { down_i4_scales(a, c, nb) };
+		__m512 d[1][MR];
+
+		mk_i4(1, &tw, P, xv, gv, wsv, a->N, a->group, M, d, pf);
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
-			r[m] = _mm512_fmadd_ps(r[m], xs[m],
+			r[m] = _mm512_fmadd_ps(d[0][m], xs[m],
 					       _mm512_loadu_ps(pp + m * nsub));
 	} else {
 #pragma GCC unroll 16
@@ -651,6 +686,23 @@ AI void down_tiles2(const struct kern_down_args *a, enum kt_quant q,
 			r2[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d2[m]),
 						uxs[m], _mm512_loadu_ps(pp2 +
 						m * nsub));
+		}
+	} else if (q == KT_QUANT_INT4) {
+		/* only MK_TWO_OWN_X: INT4's chunk pairs in decode */
+		const uint8_t *w[2] = { tw, tw2 };
+		const uint8_t *const *xv[2] = { x, ux };
+		const int32_t *const *gv[2] = { gs, ugs };
+		const float *wsv[2] = { down_i4_scales(a, c, nb),
+					down_i4_scales(a, c2, nb2) };
+		__m512 d[2][MR];
+
+		mk_i4(2, w, P, xv, gv, wsv, a->N, a->group, M, d, pf);
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++) {
+			r[m] = _mm512_fmadd_ps(d[0][m], xs[m],
+					       _mm512_loadu_ps(pp + m * nsub));
+			r2[m] = _mm512_fmadd_ps(d[1][m], uxs[m],
+						_mm512_loadu_ps(pp2 + m * nsub));
 		}
 	} else {
 #pragma GCC unroll 16
@@ -766,7 +818,8 @@ AI void down_decode(const struct kern_down_args *a, enum kt_quant q,
 			continue;
 		}
 		down_rows(a, q, i0, c, x, xs, gs, M);
-		if (c + 1 == c1 || q == KT_QUANT_INT4) {
+		/* INT4's sums of two chunks fit registers for 2 tokens */
+		if (c + 1 == c1 || (q == KT_QUANT_INT4 && M > 2)) {
 			for (nb = nb0; nb < nb1; nb++)
 				down_tiles(a, q, c, nb, x, xs, gs, part +
 					   (nb * NROW - ns0), nsub, none, M);
