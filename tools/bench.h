@@ -13,7 +13,7 @@
 #include <kt/kt.h>
 
 #define BENCH_MAX_TOKENS_LIST	32
-#define BENCH_MAX_METHODS	5
+#define BENCH_MAX_METHODS	11	/* each method once */
 
 struct bench_preset {
 	const char *name;

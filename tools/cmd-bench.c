@@ -216,7 +216,7 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 					BENCH_MAX_METHODS, one_quant);
 			if (n < 0)
 				return bad("--method", optarg,
-					   "int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, mxfp4, q4_k_m or q5_k_m (comma list)");
+					   "int8, int4, bf16, fp8, q8_0, q4_k, q5_k, q6_k, mxfp4, q4_k_m or q5_k_m (comma list, at most 11)");
 			c->n_methods = (unsigned int)n;
 			break;
 		case 'g':
