@@ -533,12 +533,11 @@ AI void gu_block4(const struct kern_gate_up_args *a, unsigned int nb,
 	const uint8_t *x[MR];
 	const int32_t *gs[MR];
 	float xs[MR];
+	const uint8_t *const *xv[4] = { x, x, x, x };
+	const int32_t *const *gv[4] = { gs, gs, gs, gs };
 	__m512i d[4][MR];
 	__m512 f[4][MR];
 	int m, h, v;
-
-	const uint8_t *const *xv[4] = { x, x, x, x };
-	const int32_t *const *gv[4] = { gs, gs, gs, gs };
 
 	gu_rows(a, 0, x, xs, gs, M);
 	mk_i8_4(w, K / tk, xv, gv, M, d);
@@ -656,7 +655,7 @@ AI void down_tiles(const struct kern_down_args *a, enum kt_quant q,
  * @nb + 1 of the same chunk, its tiles adjacent, so each broadcast feeds
  * two dot products) or each on its own (MK_TWO_OWN_X: the next chunk, a
  * second stream). Each block's sums are formed exactly as in down_tiles(),
- * so results are unchanged. INT8 and BF16.
+ * so results are unchanged. INT8 and BF16, and INT4 with MK_TWO_OWN_X.
  */
 AI void down_tiles2(const struct kern_down_args *a, enum kt_quant q,
 		    const int two, unsigned int c, unsigned int nb,
@@ -719,14 +718,6 @@ AI void down_tiles2(const struct kern_down_args *a, enum kt_quant q,
 	}
 }
 
-/*
- * Decode (one token pass): two chunks at once, chunk c + 1 one output
- * block behind chunk c. One core's DRAM reads are capped per sequential
- * stream (Zen 5: ~17.5 GB/s for one, ~32 for two far apart), and
- * consecutive chunks' tiles are N / 16 blocks apart, so they are separate
- * streams. Every output block still takes its chunks in order, so the
- * bits are those of the chunk-by-chunk order.
- */
 /*
  * INT8, up to 2 tokens: block @nb of chunk @c, nb - 1 of c + 1, nb - 2 of
  * c + 2 and nb - 3 of c + 3 at once, four streams; token m of chunk c + s
@@ -797,6 +788,15 @@ AI void down_decode4(const struct kern_down_args *a, unsigned int i0,
 	}
 }
 
+/*
+ * Decode (one token pass): two chunks at once, chunk c + 1 one output
+ * block behind chunk c. One core's DRAM reads are capped per sequential
+ * stream (Zen 5: ~17.5 GB/s for one, ~32 for two far apart), and
+ * consecutive chunks' tiles are N / 16 blocks apart, so they are separate
+ * streams. Every output block still takes its chunks in order, so the
+ * bits are those of the chunk-by-chunk order. INT8 for up to 2 tokens:
+ * four chunks at once (down_decode4()).
+ */
 AI void down_decode(const struct kern_down_args *a, enum kt_quant q,
 		    unsigned int i0, unsigned int ns0, unsigned int ns1,
 		    float *part, const int M)
@@ -805,25 +805,26 @@ AI void down_decode(const struct kern_down_args *a, enum kt_quant q,
 	const unsigned int nb0 = ns0 / NROW, nb1 = ns1 / NROW;
 	const unsigned int nsub = ns1 - ns0;
 	const struct l2pf none = l2pf_share(NULL, NULL, 0, 0, 0, 1);
-	unsigned int c, nb;
+	/* INT4's sums of two chunks fit the registers for 2 tokens */
+	const bool pairs = q != KT_QUANT_INT4 || M <= 2;
+	unsigned int c, nb, step;
 
-	for (c = c0; c < c1; c += 2) {
+	for (c = c0; c < c1; c += step) {
 		const uint8_t *x[MR], *ux[MR];
 		const int32_t *gs[MR], *ugs[MR];
 		vf xs[MR], uxs[MR];
 
 		if (q == KT_QUANT_INT8 && M <= 2 && c + 4 <= c1) {
 			down_decode4(a, i0, c, ns0, ns1, part, M);
-			c += 2;
+			step = 4;
 			continue;
 		}
 		down_rows(a, q, i0, c, x, xs, gs, M);
-		/* INT4's sums of two chunks fit registers for 2 tokens */
-		if (c + 1 == c1 || (q == KT_QUANT_INT4 && M > 2)) {
+		if (!pairs || c + 1 == c1) {
 			for (nb = nb0; nb < nb1; nb++)
 				down_tiles(a, q, c, nb, x, xs, gs, part +
 					   (nb * NROW - ns0), nsub, none, M);
-			c--;
+			step = 1;
 			continue;
 		}
 		down_rows(a, q, i0, c + 1, ux, uxs, ugs, M);
@@ -833,7 +834,8 @@ AI void down_decode(const struct kern_down_args *a, enum kt_quant q,
 				    nb - 1, ux, uxs, ugs, part, ns0, nsub, none,
 				    M);
 		down_tiles(a, q, c + 1, nb1 - 1, ux, uxs, ugs, part +
-			   (nb1 - 1 - ns0 / NROW) * NROW, nsub, none, M);
+			   (nb1 - 1 - nb0) * NROW, nsub, none, M);
+		step = 2;
 	}
 }
 
