@@ -414,16 +414,12 @@ AI void down_wide_block(const struct kern_down_args *a, const struct wide *w,
 			unsigned int ns0, unsigned int nsub, unsigned int nb,
 			__m512 s, const int M)
 {
-	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
 	float *pp = w->acc + (size_t)i * nsub + (nb * NROW - ns0);
 	const uint8_t *x[MR];
 	__m512 r[MR];
 	int m;
 
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-		x[m] = a->act + (i0 + i + m) * a->act_stride +
-		       (c - a->k0 / a->kc) * crow;
+	down_x(a, i0 + i, c, x, M);
 	mk_dot(w->wg, NULL, MK_ONE, 1, x, x, M, r, NULL);
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
