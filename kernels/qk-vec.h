@@ -13,8 +13,9 @@
  * rows of 4 bytes) on 512 bits, half of one on 256. Down of a few tokens
  * goes chunk by chunk over a run of rows, so that its chunk-major tiles
  * stream; of more, each row vector takes all chunks with its sums in
- * registers (rows-vec.h). No L2 prefetch of the next block, as Q8_0's:
- * their blocks are a third of its bytes, and it measured no gain.
+ * registers (rows-vec.h), the scales of a later row block prefetched. No
+ * L2 prefetch of the next block, as Q8_0's: their blocks are a third of
+ * its bytes, and it measured no gain.
  *
  * Included by kernels/q{4,5,6}_k-{avx2,avx512}.c after defining VEC_BITS,
  * VEC_ISA (avx2, avx512), QK_T (q4_k, q5_k, q6_k) and QK_Q (its enum).
@@ -362,6 +363,36 @@ _Static_assert(KERN_DOWN_CHUNK <= KERN_Q4_K_SUPER &&
 	       KERN_Q4_K_SUPER % KERN_DOWN_CHUNK == 0,
 	       "a chunk's run takes the tiles of one super-block");
 
+/*
+ * Down reads a chunk's scale records at a stride of K / 256 records, 16
+ * rows a step, too few steps per task for the hardware to follow: each run
+ * loads the lines of the run two row blocks on (32 rows, best of 16 to 128
+ * at T = 1: Q4_K down 58-64 -> 46-50 us per expert on one core).
+ */
+#define QK_REC_PF_ROWS	32
+
+/* the lines of chunk @c's scales of row @n into L1 */
+AI void prefetch_rec(const struct kern_down_args *a, unsigned int n,
+		     unsigned int c)
+{
+	const unsigned int ks = c * a->kc % KERN_Q4_K_SUPER / QK_SG;
+	struct kern_qk_rec r;
+
+	kern_qk_rec_at(QK_Q, a->down->scales, a->K, n, c * a->kc, &r);
+	_mm_prefetch((const char *)r.d, _MM_HINT_T0);
+	_mm_prefetch((const char *)(r.sc + ks * KERN_QK_REC_ROWS),
+		     _MM_HINT_T0);
+	if (QK_Q == KT_QUANT_Q6_K) {
+		/* a chunk's 8 sub-blocks of 16: two lines */
+		_mm_prefetch((const char *)(r.sc + ks * KERN_QK_REC_ROWS + 64),
+			     _MM_HINT_T0);
+	} else {
+		_mm_prefetch((const char *)r.dmin, _MM_HINT_T0);
+		_mm_prefetch((const char *)(r.mn + ks * KERN_QK_REC_ROWS),
+			     _MM_HINT_T0);
+	}
+}
+
 /* chunk @c of rows @n: its run (tokens' rows in @x, scales in @r) */
 AI struct qk_run chunk_run(const struct kern_down_args *a, unsigned int n,
 			   unsigned int c, struct kern_qk_rec *r,
@@ -379,6 +410,8 @@ AI struct qk_run chunk_run(const struct kern_down_args *a, unsigned int n,
 	int m;
 
 	kern_qk_rec_at(QK_Q, a->down->scales, a->K, n, c * kc, r);
+	if (n + QK_REC_PF_ROWS < a->N)
+		prefetch_rec(a, n + QK_REC_PF_ROWS, c);
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		x[m] = a->act + (i + m) * a->act_stride +
