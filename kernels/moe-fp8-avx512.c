@@ -6,8 +6,10 @@
  * block's sums are scaled in f32. A call of up to MR tokens widens in
  * registers. A longer one (prefill) widens each 16 x 128 block once into
  * scratch and runs all its tokens over that copy in L1, where widening
- * per MR tokens cost as much as the dots: same values, same order of
- * operations per token, so the bits do not depend on the path.
+ * per MR tokens cost as much as the dots; down widens two row blocks at
+ * a time, so that each activation load feeds two dots (gate+up has its
+ * two matrices). Same values, same order of operations per token, so the
+ * bits do not depend on the path.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -406,50 +408,75 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 
 /*
  * Tokens i0 + i .. + M of the widened block (chunk @c, rows nb * NROW ..)
- * of down: their sums (part [TB_DN][nsub], row n at n - ns0) += the dots
- * times @s.
+ * of down, with @two (MK_TWO) also the next block (rows + NROW) on the
+ * same activations: their sums (part [TB_DN][nsub], row n at n - ns0) +=
+ * the dots times @s (@s2). Two blocks share every activation load, which
+ * one block's dots could not hide.
  */
 AI void down_wide_block(const struct kern_down_args *a, const struct wide *w,
-			unsigned int i0, unsigned int i, unsigned int c,
-			unsigned int ns0, unsigned int nsub, unsigned int nb,
-			__m512 s, const int M)
+			const int two, unsigned int i0, unsigned int i,
+			unsigned int c, unsigned int ns0, unsigned int nsub,
+			unsigned int nb, __m512 s, __m512 s2, const int M)
 {
 	float *pp = w->acc + (size_t)i * nsub + (nb * NROW - ns0);
 	const uint8_t *x[MR];
-	__m512 r[MR];
+	__m512 r[MR], r2[MR];
 	int m;
 
 	down_x(a, i0 + i, c, x, M);
-	mk_dot(w->wg, NULL, MK_ONE, 1, x, x, M, r, NULL);
+	mk_dot(w->wg, w->wu, two, 1, x, x, M, r, r2);
 #pragma GCC unroll 16
-	for (m = 0; m < M; m++)
+	for (m = 0; m < M; m++) {
 		_mm512_storeu_ps(pp + m * nsub, _mm512_fmadd_ps(r[m], s,
 				 _mm512_loadu_ps(pp + m * nsub)));
+		if (two)
+			_mm512_storeu_ps(pp + m * nsub + NROW,
+					 _mm512_fmadd_ps(r2[m], s2,
+					 _mm512_loadu_ps(pp + m * nsub +
+							 NROW)));
+	}
 }
 
-/* Rows ns0 .. ns1 (<= DOWN_NSUB_W), tokens i0 .. + n (<= TB_DN). */
+/* chunk @c of block @nb widened at @dst; its scale */
+static __m512 down_widen(const struct kern_down_args *a, unsigned int c,
+			 unsigned int nb, uint8_t *dst)
+{
+	const float *sp = a->down->scales + kern_fp8_scale_idx(a->group, a->K,
+							      nb * NROW,
+							      c * a->kc);
+
+	widen(a->down->tiles + kern_tile_off(kern_tile_kcm(a->N, a->kc,
+			KERN_TILE_K_FP8, nb, c * BT)), dst);
+	return block_scale(sp, a->group == KERN_FP8_CHANNEL, 0);
+}
+
+/* Rows ns0 .. ns1 (<= DOWN_NSUB_W), tokens i0 .. + n (<= TB_DN), output
+ * blocks two at a time. */
 static void down_wide(const struct kern_down_args *a, const struct wide *w,
 		      unsigned int i0, unsigned int n, unsigned int ns0,
 		      unsigned int ns1)
 {
-	const bool chan = a->group == KERN_FP8_CHANNEL;
 	const unsigned int nsub = ns1 - ns0;
 	unsigned int c, nb, i, mr;
 
 	memset(w->acc, 0, sizeof(float) * n * nsub);
 	for (c = a->k0 / a->kc; c < a->k1 / a->kc; c++)
-		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
-			const float *sp = a->down->scales + kern_fp8_scale_idx(
-				a->group, a->K, nb * NROW, c * a->kc);
-			__m512 s = block_scale(sp, chan, 0);
+		for (nb = ns0 / NROW; nb < ns1 / NROW; nb += 2) {
+			const bool two = nb + 1 < ns1 / NROW;
+			__m512 s = down_widen(a, c, nb, w->wg), s2 = s;
 
-			widen(a->down->tiles + kern_tile_off(kern_tile_kcm(
-				a->N, a->kc, KERN_TILE_K_FP8, nb, c * BT)),
-			      w->wg);
+			if (two)
+				s2 = down_widen(a, c, nb + 1, w->wu);
 			for (i = 0; i < n; i += mr) {
 				mr = n - i < MR ? n - i : MR;
-				KERN_DISPATCH_M(down_wide_block, mr, a, w, i0, i, c,
-					   ns0, nsub, nb, s);
+				if (two)
+					KERN_DISPATCH_M(down_wide_block, mr, a,
+							w, MK_TWO, i0, i, c,
+							ns0, nsub, nb, s, s2);
+				else
+					KERN_DISPATCH_M(down_wide_block, mr, a,
+							w, MK_ONE, i0, i, c,
+							ns0, nsub, nb, s, s2);
 			}
 		}
 	add_y(a, i0, n, w->acc, ns0, ns1);
