@@ -437,7 +437,7 @@ static unsigned int mr_of(enum kt_quant q)
 }
 
 /* Row blocks outer, token blocks inner, as in moe-zmm.h. */
-static void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
+AI void gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 {
 	unsigned int nb, i0, mr, lim = mr_of(q);
 
@@ -513,7 +513,8 @@ AI void down_block(const struct kern_down_args *a, enum kt_quant q,
 	down_add_y(a, q, i0, ns0, ns1, part, M);
 }
 
-static void down(const struct kern_down_args *a, enum kt_quant q)
+/* inlined into each quantization's entry, as in moe-zmm.h */
+AI void down(const struct kern_down_args *a, enum kt_quant q)
 {
 	float *part = a->scratch;
 	unsigned int i0, mr, ns0, ns1, lim = mr_of(q);
