@@ -370,6 +370,49 @@ AI void down_chunk2(const struct kern_down_args *a, unsigned int n,
 			  g * Q8G, g * Q8G, g, g, a->kc, M, f, f2);
 }
 
+/*
+ * Prefill's down_chunk() of two row vectors (KERN_VEC_DOWN_ROW2): rows @n
+ * into f and n + VF_LANES into f2, group g of both at once on the same
+ * activations, each row's groups in order. The next call's tiles and
+ * scales of both, as down_chunk() fetches them.
+ */
+AI void down_chunk_pair(const struct kern_down_args *a, unsigned int n,
+			unsigned int c, vf *f, vf *f2, unsigned int i,
+			const int M)
+{
+	const unsigned int kc = a->kc, n2 = n + VF_LANES;
+	const struct kern_mat *nd = n % KERN_TILE_ROWS ? NULL : a->next_down;
+	const unsigned int pass = i / MR;
+	/* the lines of both row vectors' tiles: one row block on 256 bits */
+	const unsigned int lines = kc * KERN_TILE_ROWS / LINE *
+				   (2 * VF_LANES / KERN_TILE_ROWS);
+	struct chunk_at p, q;
+	struct l2pf pf;
+	size_t so;
+	unsigned int g;
+
+	chunk_at(a, n, c, i, M, &p);
+	chunk_at(a, n2, c, i, M, &q);
+	so = p.ws - a->down->scales;
+	pf = l2pf_share(nd ? nd->tiles + (p.t - a->down->tiles) : NULL, NULL,
+			lines, kc / Q8G, pass, (a->m + MR - 1) / MR);
+	for (g = 0; g < kc / Q8G; g++) {
+		l2pf_step(pf, g);
+		if (nd && pass == 1)
+			_mm_prefetch((const char *)(nd->scales + so +
+				     (size_t)g * a->N), _MM_HINT_T1);
+		if (nd && pass == 1 && VF_LANES == KERN_TILE_ROWS)
+			_mm_prefetch((const char *)(nd->scales + so +
+				     (size_t)g * a->N + VF_LANES),
+				     _MM_HINT_T1);
+		group_dot(p.t + (size_t)g * GLINES * LINE,
+			  q.t + (size_t)g * GLINES * LINE, 1,
+			  vf_load(p.ws + (size_t)g * a->N),
+			  vf_load(q.ws + (size_t)g * a->N), p.x, p.x,
+			  g * Q8G, g * Q8G, g, g, kc, M, f, f2);
+	}
+}
+
 void VNAME(kern_down_q8_0)(const struct kern_down_args *a)
 {
 	KERN_VEC_DOWN2(down_chunk, a, MR);

@@ -111,27 +111,14 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
  * Tokens [i, i + M) of down rows [ns0, ns1): their partial sums (f32
  * [M][ns1 - ns0] at @part) take every chunk of [k0, k1) in turn, each
  * chunk's tiles of the rows one sequential stream (the chunk-major down
- * tiles), by @chunk(a, n, c, f, i, M) per vector of rows, f[m] the sums
- * of token i + m (zero at the first chunk, then from @part); after the
- * last chunk y += w * f instead of a store.
- */
-#define KERN_VEC_DOWN_RUN(chunk, a, ns0, ns1, part, i, M)		\
-	do {								\
-		unsigned int c_, n_, nsub_ = (ns1) - (ns0);		\
-									\
-		for (c_ = (a)->k0 / (a)->kc; c_ < (a)->k1 / (a)->kc; c_++) \
-			for (n_ = (ns0); n_ < (ns1); n_ += VF_LANES)	\
-				KERN_VEC_DOWN_ONE_(chunk, a, c_, n_, ns0, \
-						   part, i, M);		\
-	} while (0)
-
-/*
- * KERN_VEC_DOWN_RUN two chunks at a time, chunk c + 1 one row vector
- * behind chunk c, by @chunk##2(a, n, c, f, n2, f2, i, M) (chunk c of rows
- * n into f, chunk c + 1 of rows n2 into f2, at once). One core's DRAM
- * reads are capped per sequential stream, and consecutive chunks' tiles
- * are N / 16 row blocks apart: two streams. Every row still takes its
- * chunks in order, so the bits are those of KERN_VEC_DOWN_RUN.
+ * tiles), f[m] the sums of token i + m (zero at the first chunk, then from
+ * @part; after the last chunk y += w * f instead of a store). Two chunks
+ * at a time, chunk c + 1 one row vector behind chunk c, by
+ * @chunk##2(a, n, c, f, n2, f2, i, M) (chunk c of rows n into f, chunk
+ * c + 1 of rows n2 into f2, at once), @chunk(a, n, c, f, i, M) at the
+ * ends. One core's DRAM reads are capped per sequential stream, and
+ * consecutive chunks' tiles are N / 16 row blocks apart: two streams.
+ * Every row still takes its chunks in order.
  */
 #define KERN_VEC_DOWN_RUN2(chunk, a, ns0, ns1, part, i, M)		\
 	do {								\
@@ -172,7 +159,10 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
  * registers while every chunk of [k0, k1) passes, then y += w * sums.
  * For calls of more tokens than one block (compute bound, the weights
  * reused from cache by every block) there is no stream to keep, and this
- * saves each chunk's load and store of the partial sums.
+ * saves each chunk's load and store of the partial sums. With @chunk##_pair
+ * (a, n, c, f, f2, i, M: rows n into f, n + VF_LANES into f2, at once),
+ * KERN_VEC_DOWN_ROW2 takes two row vectors, so that every activation load
+ * feeds two dots.
  */
 #define KERN_VEC_DOWN_ROW(chunk, a, n, i, M)				\
 	do {								\
@@ -188,22 +178,33 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
 		kern_vec_add_y(a, n, f_, i, M);				\
 	} while (0)
 
+#define KERN_VEC_DOWN_ROW2(chunk, a, n, i, M)				\
+	do {								\
+		unsigned int c_;					\
+		vf f_[M], f2_[M];					\
+		int m_;							\
+									\
+		KERN_VEC_UNROLL						\
+		for (m_ = 0; m_ < (M); m_++)				\
+			f_[m_] = f2_[m_] = vf_zero();			\
+		for (c_ = (a)->k0 / (a)->kc; c_ < (a)->k1 / (a)->kc; c_++) \
+			chunk##_pair(a, n, c_, f_, f2_, i, M);		\
+		kern_vec_add_y(a, n, f_, i, M);				\
+		kern_vec_add_y(a, (n) + VF_LANES, f2_, i, M);		\
+	} while (0)
+
 /*
  * Down rows [@a->n0, @a->n1) in runs of KERN_VEC_DOWN_NSUB (a run's tiles
  * stay in L2 while its token blocks pass), tokens by @mr: each row's sums
  * take the chunks in order, then y += w * sums, by
  * @chunk(a, n, c, f, i, M) (f[m] the sums of token i + m over rows [n, n +
  * VF_LANES)). Calls of at most @mr tokens (decode, memory bound) go chunk
- * by chunk (@run: KERN_VEC_DOWN_RUN, or KERN_VEC_DOWN_RUN2 for a body with
- * @chunk##2; @a->scratch holds KERN_VEC_DOWN_SCRATCH(@mr) bytes), more row
- * vector by row vector (KERN_VEC_DOWN_ROW). All add each row's chunks in
+ * by chunk (KERN_VEC_DOWN_RUN2, by @chunk##2; @a->scratch holds
+ * KERN_VEC_DOWN_SCRATCH(@mr) bytes), more two row vectors at a time
+ * (KERN_VEC_DOWN_ROW2, by @chunk##_pair). All add each row's chunks in
  * the same order, so the bits are the same.
  */
-#define KERN_VEC_DOWN(chunk, a, mr)					\
-	KERN_VEC_DOWN_WITH(KERN_VEC_DOWN_RUN, chunk, a, mr)
 #define KERN_VEC_DOWN2(chunk, a, mr)					\
-	KERN_VEC_DOWN_WITH(KERN_VEC_DOWN_RUN2, chunk, a, mr)
-#define KERN_VEC_DOWN_WITH(run, chunk, a, mr)				\
 	do {								\
 		unsigned int ns0_, ns1_;				\
 									\
@@ -216,18 +217,21 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
 						a, ns0_, ns1_);		\
 			else						\
 				KERN_VEC_TOKENS((a)->m, mr,		\
-						run, chunk,		\
+						KERN_VEC_DOWN_RUN2, chunk, \
 						a, ns0_, ns1_,		\
 						(float *)(a)->scratch);	\
 		}							\
 	} while (0)
 
-/* KERN_VEC_DOWN_ROW over the row vectors of [@ns0, @ns1) */
+/* the row vectors of [@ns0, @ns1), two at a time while two are left */
 #define KERN_VEC_DOWN_ROWS_(chunk, a, ns0, ns1, i, M)			\
 	do {								\
 		unsigned int nv_;					\
 									\
-		for (nv_ = (ns0); nv_ < (ns1); nv_ += VF_LANES)		\
+		for (nv_ = (ns0); nv_ + VF_LANES < (ns1);		\
+		     nv_ += 2 * VF_LANES)				\
+			KERN_VEC_DOWN_ROW2(chunk, a, nv_, i, M);	\
+		if (nv_ < (ns1))					\
 			KERN_VEC_DOWN_ROW(chunk, a, nv_, i, M);		\
 	} while (0)
 
