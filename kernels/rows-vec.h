@@ -4,7 +4,7 @@
  * qk-vec.h) share: output rows in steps of one vector, tokens MR at a time
  * and the fewer left after, each count a constant so that every block
  * keeps its accumulators in registers; and down, chunk by chunk for a
- * few tokens or row vector by row vector for more.
+ * few tokens or two row vectors at a time for more.
  */
 #ifndef KT_KERNELS_ROWS_VEC_H
 #define KT_KERNELS_ROWS_VEC_H
