@@ -75,7 +75,7 @@ ISA_avx2 := -mavx2 -mfma -mf16c
 ISA_avxvnni := $(ISA_avx2) -mavxvnni
 ISA_avx512bw := $(ISA_avx2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
 ISA_avx512vnni := $(ISA_avx512bw) -mavx512vnni
-ISA_avx512 := $(ISA_avx512vnni) -mavx512bf16
+ISA_avx512 := $(ISA_avx512vnni) -mavx512bf16 -mavx512vbmi
 ISA_amx := $(ISA_avx512) -mamx-tile -mamx-int8 -mamx-bf16
 isa_of = $(foreach i,amx avx512 avx512vnni avx512bw avxvnni avx2,$(if $(filter %-$(i),$(basename $(notdir $(1)))),$(ISA_$(i))))
 

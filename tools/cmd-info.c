@@ -27,6 +27,7 @@ static const struct {
 	{ KT_CPU_AVX512VL, "avx512vl" },
 	{ KT_CPU_AVX512DQ, "avx512dq" },
 	{ KT_CPU_AVX512VNNI, "avx512_vnni" },
+	{ KT_CPU_AVX512VBMI, "avx512_vbmi" },
 	{ KT_CPU_AVX512BF16, "avx512_bf16" },
 	{ KT_CPU_AVX512FP16, "avx512_fp16" },
 	{ KT_CPU_AMX_TILE, "amx_tile" },

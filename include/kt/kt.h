@@ -245,6 +245,7 @@ int kt_ctx_worker_stats(const struct kt_ctx *ctx, unsigned int idx,
 #define KT_CPU_AMX_BF16		(1u << 11)
 #define KT_CPU_AVX512FP16	(1u << 12)
 #define KT_CPU_AVX512DQ		(1u << 13)
+#define KT_CPU_AVX512VBMI	(1u << 14)
 
 /**
  * struct kt_sysinfo - what kt found on this machine.

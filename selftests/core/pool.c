@@ -302,9 +302,10 @@ TEST(isa_choice)
 }
 
 /*
- * The AVX-512 Xeons before Cooper Lake get a 512-bit variant: the flags of
- * Skylake-SP (no VNNI, no BF16), Cascade / Ice Lake (VNNI) and Sapphire
- * Rapids, and the fall-back order below each.
+ * The AVX-512 Xeons before Sapphire Rapids get a 512-bit variant: the
+ * flags of Skylake-SP (no VNNI, no BF16), Cascade / Ice Lake (VNNI), Cooper
+ * Lake (BF16 but no VBMI: avx512vnni) and Sapphire Rapids, and the
+ * fall-back order below each.
  */
 TEST(isa_choice_avx512_subsets)
 {
@@ -312,7 +313,9 @@ TEST(isa_choice_avx512_subsets)
 			     KT_CPU_AVX512F | KT_CPU_AVX512BW |
 			     KT_CPU_AVX512VL | KT_CPU_AVX512DQ;
 	const uint32_t clx = skx | KT_CPU_AVX512VNNI;
-	const uint32_t spr = clx | KT_CPU_AVX512BF16 | KT_CPU_AVX_VNNI |
+	/* Cooper Lake: BF16 without VBMI, which FP8 widens with */
+	const uint32_t cpx = clx | KT_CPU_AVX512BF16;
+	const uint32_t spr = cpx | KT_CPU_AVX512VBMI | KT_CPU_AVX_VNNI |
 			     KT_CPU_AMX_TILE | KT_CPU_AMX_INT8 |
 			     KT_CPU_AMX_BF16;
 	enum kt_isa isa, n = KT_ISA_AMX;
@@ -323,6 +326,8 @@ TEST(isa_choice_avx512_subsets)
 	EXPECT_EQ(core_isa_best(clx & ~KT_CPU_AVX512BW), KT_ISA_AVX2);
 	EXPECT_EQ(core_isa_best(spr), KT_ISA_AMX);
 	EXPECT_EQ(core_isa_best(spr & ~(KT_CPU_AMX_TILE)), KT_ISA_AVX512);
+	EXPECT_EQ(core_isa_best(cpx), KT_ISA_AVX512VNNI);
+	EXPECT_EQ(core_isa_best(spr & ~KT_CPU_AVX512VBMI), KT_ISA_AVX512VNNI);
 	EXPECT_FALSE(core_isa_runs(KT_ISA_AVX512, clx));
 	EXPECT_TRUE(core_isa_runs(KT_ISA_AVX512BW, spr));
 	/* every variant once, from the best down to scalar */
