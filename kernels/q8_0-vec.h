@@ -415,5 +415,5 @@ AI void down_chunk_pair(const struct kern_down_args *a, unsigned int n,
 
 void VNAME(kern_down_q8_0)(const struct kern_down_args *a)
 {
-	KERN_VEC_DOWN2(down_chunk, a, MR);
+	KERN_VEC_DOWN2(down_chunk, a, MR, MR);
 }

@@ -31,7 +31,20 @@
 #define QK_NS		(32 / QK_SG)	/* sub-blocks of 8 lines' values */
 #define QK_TB		kern_tile_bytes(QK_Q)
 #define QK_LINE		KERN_TILE_ROW_BYTES
-#define MR		(VEC_BITS == 512 ? 4 : 2)	/* tokens at once */
+/*
+ * Tokens at once: decode's down, chunk by chunk with two runs of sums at
+ * once (MR), and prefill's blocks (MR_PF), which take 6 on 512 bits: K =
+ * 2048, I = 768, T = 512 on one core, Q4_K gate+up 6.4 -> 5.4 ms, down
+ * 3.8 -> 3.4, Q5_K and Q6_K 8-15% less too.
+ */
+#define MR		(VEC_BITS == 512 ? 4 : 2)
+#define MR_PF		(VEC_BITS == 512 ? 6 : 2)
+/*
+ * Prefill shares every activation broadcast between two runs (gate and up,
+ * or two row vectors of down): Q4_K on 512 bits only; Q5_K and Q6_K (their
+ * high-bit lines) and 256 bits (16 registers) measured no gain.
+ */
+#define QK_SHARED	(QK_HB == 0 && VEC_BITS == 512)
 #define PF		(4 * 1024)
 /* the per-ISA name of @name for this quantization: name_q6_k_avx2 */
 #define QNAME(name)	VCAT(VCAT(name, QK_T), VEC_ISA)
@@ -198,7 +211,7 @@ struct qk_run {
 	 * line on 256 bits), the super-block's d (and / 16) and min factor */
 	unsigned int ro;
 	vf d, dh16, dm;
-	vf sum[MR];
+	vf sum[MR_PF];
 };
 
 AI void run_start(struct qk_run *b, const int M)
@@ -228,7 +241,7 @@ AI void run_sub(struct qk_run *b, unsigned int tt, unsigned int L0,
 	const uint8_t *tp = b->t + tt * QK_TB;
 	const unsigned int kl = tt * KERN_TILE_K_INT4 + 4 * L0;
 	const unsigned int kh = kl + KERN_INT4_HI_K;
-	vi dl[MR], dh[MR];
+	vi dl[MR_PF], dh[MR_PF];
 	unsigned int j;
 	int m;
 
@@ -290,6 +303,64 @@ AI void block_runs(unsigned int nt, struct qk_run *a, struct qk_run *b,
 		run_end(b, M);
 }
 
+/*
+ * Prefill (compute bound): the @hi half of lines [L0, L0 + lps) of tile
+ * @tt in runs @a and @b over the same activations (gate and up, or two
+ * row vectors of down), one sub-block of each: every activation broadcast
+ * feeds two dots. One half at a time keeps 2M dots in registers beside
+ * both runs' sums; the lines come again from L1 for the other half. Each
+ * run's sub-blocks take their scales in run_sub()'s order: the same bits.
+ */
+AI void run_half2(struct qk_run *a, struct qk_run *b, unsigned int tt,
+		  unsigned int L0, int hi, const int M)
+{
+	const unsigned int lps = 8 / QK_NS;
+	const uint8_t *ta = a->t + tt * QK_TB, *tb = b->t + tt * QK_TB;
+	const unsigned int k = tt * KERN_TILE_K_INT4 + 4 * L0 +
+			       (hi ? KERN_INT4_HI_K : 0);
+	vi da[MR_PF], db[MR_PF];
+	unsigned int j;
+	int m;
+
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		da[m] = db[m] = vi_zero();
+#pragma GCC unroll 8
+	for (j = 0; j < lps; j++) {
+		vi wa = qline(ta, L0 + j, j % QK_PER, hi, a->ro);
+		vi wb = qline(tb, L0 + j, j % QK_PER, hi, b->ro);
+
+#pragma GCC unroll 8
+		for (m = 0; m < M; m++) {
+			vi xv = bcast4(a->x[m] + a->xo + 4 * j + k);
+
+			da[m] = vi_dot_u8s8(da[m], wa, xv);
+			db[m] = vi_dot_u8s8(db[m], wb, xv);
+		}
+	}
+	sub_scale(da, a->r, a->kw, k, hi ? a->dh16 : a->d, a->dm, a->x, a->kx,
+		  a->xo, M, a->sum);
+	sub_scale(db, b->r, b->kw, k, hi ? b->dh16 : b->d, b->dm, b->x, b->kx,
+		  b->xo, M, b->sum);
+}
+
+/* @nt tiles of runs @a and @b at once, sharing the activation loads */
+AI void block_runs_shared(unsigned int nt, struct qk_run *a, struct qk_run *b,
+			  const int M)
+{
+	unsigned int tt, L0;
+
+	run_start(a, M);
+	run_start(b, M);
+	for (tt = 0; tt < nt; tt++)
+		for (L0 = 0; L0 < KERN_TILE_LINES; L0 += 8 / QK_NS) {
+			run_half2(a, b, tt, L0, 0, M);
+			run_half2(a, b, tt, L0, 1, M);
+		}
+	run_end(a, M);
+	run_end(b, M);
+}
+
 #ifndef QK_GU_TWO_MAX
 #define QK_GU_TWO_MAX 2
 #endif
@@ -314,15 +385,17 @@ AI struct qk_run super_run(const struct kern_mat *mat, unsigned int K,
 /*
  * gate and up rows [n, n + VF_LANES) for M tokens, K = H in blocks of 256.
  * A few tokens (memory bound) take a super-block of each at once, two DRAM
- * streams; more (compute bound) all of gate, then all of up, measured
- * faster for them (T = 64: 790 against 900 us per expert).
+ * streams; more (compute bound) with QK_SHARED a super-block of each
+ * sharing the activation loads, else all of gate, then all of up, measured
+ * faster than the two streams for them (T = 64: 790 against 900 us per
+ * expert).
  */
 AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 		      unsigned int i, const int M)
 {
 	const unsigned int nsb = a->K / KERN_Q4_K_SUPER;
-	const uint8_t *x[MR];
-	vf fg[MR], fu[MR];
+	const uint8_t *x[MR_PF];
+	vf fg[MR_PF], fu[MR_PF];
 	unsigned int b;
 	int m;
 
@@ -336,9 +409,14 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 		struct qk_run g = super_run(a->gate, a->K, n, b, &rg, x, fg);
 		struct qk_run u = super_run(a->up, a->K, n, b, &ru, x, fu);
 
-		block_runs(2, &g, M <= QK_GU_TWO_MAX ? &u : NULL, M);
+		if (M <= QK_GU_TWO_MAX)
+			block_runs(2, &g, &u, M);
+		else if (QK_SHARED)
+			block_runs_shared(2, &g, &u, M);
+		else
+			block_runs(2, &g, NULL, M);
 	}
-	for (b = 0; M > QK_GU_TWO_MAX && b < nsb; b++) {
+	for (b = 0; !QK_SHARED && M > QK_GU_TWO_MAX && b < nsb; b++) {
 		struct kern_qk_rec ru;
 		struct qk_run u = super_run(a->up, a->K, n, b, &ru, x, fu);
 
@@ -352,7 +430,7 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 
 void QNAME(kern_gate_up)(const struct kern_gate_up_args *a)
 {
-	KERN_VEC_ROWS(gate_up_block, a, MR);
+	KERN_VEC_ROWS(gate_up_block, a, MR_PF);
 }
 
 /*
@@ -423,7 +501,7 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 		   unsigned int c, vf *f, unsigned int i, const int M)
 {
 	struct kern_qk_rec r;
-	const uint8_t *x[MR];
+	const uint8_t *x[MR_PF];
 	struct qk_run run = chunk_run(a, n, c, &r, x, f, i, M);
 
 	block_runs(a->kc / KERN_TILE_K_INT4, &run, NULL, M);
@@ -436,7 +514,7 @@ AI void down_chunk2(const struct kern_down_args *a, unsigned int n,
 		    unsigned int i, const int M)
 {
 	struct kern_qk_rec r, r2;
-	const uint8_t *x[MR], *x2[MR];
+	const uint8_t *x[MR_PF], *x2[MR_PF];
 	struct qk_run run = chunk_run(a, n, c, &r, x, f, i, M);
 	struct qk_run run2 = chunk_run(a, n2, c + 1, &r2, x2, f2, i, M);
 
@@ -444,19 +522,28 @@ AI void down_chunk2(const struct kern_down_args *a, unsigned int n,
 }
 
 /*
- * prefill (KERN_VEC_DOWN_ROW2): chunk @c of rows @n into f, then of rows
- * n + VF_LANES into f2. Both runs at once, sharing the activation loads,
- * measured a third slower: their sums and dots do not fit the registers.
+ * prefill (KERN_VEC_DOWN_ROW2): chunk @c of rows @n into f and of rows
+ * n + VF_LANES into f2, both runs at once, sharing the activation loads
  */
 AI void down_chunk_pair(const struct kern_down_args *a, unsigned int n,
 			unsigned int c, vf *f, vf *f2, unsigned int i,
 			const int M)
 {
-	down_chunk(a, n, c, f, i, M);
-	down_chunk(a, n + VF_LANES, c, f2, i, M);
+	struct kern_qk_rec r, r2;
+	const uint8_t *x[MR_PF], *x2[MR_PF];
+	struct qk_run run, run2;
+
+	if (!QK_SHARED) {
+		down_chunk(a, n, c, f, i, M);
+		down_chunk(a, n + VF_LANES, c, f2, i, M);
+		return;
+	}
+	run = chunk_run(a, n, c, &r, x, f, i, M);
+	run2 = chunk_run(a, n + VF_LANES, c, &r2, x2, f2, i, M);
+	block_runs_shared(a->kc / KERN_TILE_K_INT4, &run, &run2, M);
 }
 
 void QNAME(kern_down)(const struct kern_down_args *a)
 {
-	KERN_VEC_DOWN2(down_chunk, a, MR);
+	KERN_VEC_DOWN2(down_chunk, a, MR, MR_PF);
 }

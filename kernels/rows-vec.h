@@ -195,16 +195,16 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
 
 /*
  * Down rows [@a->n0, @a->n1) in runs of KERN_VEC_DOWN_NSUB (a run's tiles
- * stay in L2 while its token blocks pass), tokens by @mr: each row's sums
- * take the chunks in order, then y += w * sums, by
- * @chunk(a, n, c, f, i, M) (f[m] the sums of token i + m over rows [n, n +
- * VF_LANES)). Calls of at most @mr tokens (decode, memory bound) go chunk
- * by chunk (KERN_VEC_DOWN_RUN2, by @chunk##2; @a->scratch holds
- * KERN_VEC_DOWN_SCRATCH(@mr) bytes), more two row vectors at a time
- * (KERN_VEC_DOWN_ROW2, by @chunk##_pair). All add each row's chunks in
- * the same order, so the bits are the same.
+ * stay in L2 while its token blocks pass): each row's sums take the chunks
+ * in order, then y += w * sums, by @chunk(a, n, c, f, i, M) (f[m] the sums
+ * of token i + m over rows [n, n + VF_LANES)). Calls of at most @mr tokens
+ * (decode, memory bound) go chunk by chunk in blocks of @mr
+ * (KERN_VEC_DOWN_RUN2, by @chunk##2; @a->scratch holds
+ * KERN_VEC_DOWN_SCRATCH(@mr) bytes), more two row vectors at a time in
+ * blocks of @mr_pf (KERN_VEC_DOWN_ROW2, by @chunk##_pair). All add each
+ * row's chunks in the same order, so the bits are the same.
  */
-#define KERN_VEC_DOWN2(chunk, a, mr)					\
+#define KERN_VEC_DOWN2(chunk, a, mr, mr_pf)				\
 	do {								\
 		unsigned int ns0_, ns1_;				\
 									\
@@ -212,7 +212,7 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
 			ns1_ = (a)->n1 - ns0_ < KERN_VEC_DOWN_NSUB ?	\
 			       (a)->n1 : ns0_ + KERN_VEC_DOWN_NSUB;	\
 			if ((a)->m > (mr))				\
-				KERN_VEC_TOKENS((a)->m, mr,		\
+				KERN_VEC_TOKENS((a)->m, mr_pf,		\
 						KERN_VEC_DOWN_ROWS_, chunk, \
 						a, ns0_, ns1_);		\
 			else						\

@@ -431,12 +431,12 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
  * in registers. Integer dots take any split; BF16's f32 sums are one chain
  * per token in k order whatever the block. H = 1280: down's rows are a
  * run of 1024 and one of 256, an odd number of row blocks per run (the
- * 512-bit bodies take two at once); 13 and 37 leave remainders after full
- * token blocks.
+ * 512-bit bodies take two at once); 7 to 37 leave remainders of 1, 2
+ * and 4 after blocks of 4 and 6 tokens.
  */
 TEST_F(isa, one_call_same_bits_as_split_calls)
 {
-	static const unsigned int ms[] = { 7, 13, 37, 0 };
+	static const unsigned int ms[] = { 7, 11, 13, 14, 37, 0 };
 	static const struct {
 		enum kt_quant q;
 		unsigned int group;
