@@ -280,30 +280,6 @@ AI void run_end(struct qk_run *b, const int M)
 }
 
 /*
- * @nt tiles of run @a, or with @b (non-NULL) of two runs at once, a
- * sub-block of each in turn: decode's down reads two chunks, two DRAM
- * streams (rows-vec.h, KERN_VEC_DOWN_RUN2).
- */
-AI void block_runs(unsigned int nt, struct qk_run *a, struct qk_run *b,
-		   const int M)
-{
-	unsigned int tt, L0;
-
-	run_start(a, M);
-	if (b)
-		run_start(b, M);
-	for (tt = 0; tt < nt; tt++)
-		for (L0 = 0; L0 < KERN_TILE_LINES; L0 += 8 / QK_NS) {
-			run_sub(a, tt, L0, M);
-			if (b)
-				run_sub(b, tt, L0, M);
-		}
-	run_end(a, M);
-	if (b)
-		run_end(b, M);
-}
-
-/*
  * Prefill (compute bound): the @hi half of lines [L0, L0 + lps) of tile
  * @tt in runs @a and @b over the same activations (gate and up, or two
  * row vectors of down), one sub-block of each: every activation broadcast
@@ -344,21 +320,34 @@ AI void run_half2(struct qk_run *a, struct qk_run *b, unsigned int tt,
 		  b->xo, M, b->sum);
 }
 
-/* @nt tiles of runs @a and @b at once, sharing the activation loads */
-AI void block_runs_shared(unsigned int nt, struct qk_run *a, struct qk_run *b,
-			  const int M)
+/*
+ * @nt tiles of run @a, or with @b (non-NULL) of two runs at once: with
+ * @shared (prefill) a half of both in turn, sharing the activation loads
+ * (run_half2), else a sub-block of each in turn: decode's down reads two
+ * chunks, two DRAM streams (rows-vec.h, KERN_VEC_DOWN_RUN2).
+ */
+AI void block_runs(unsigned int nt, struct qk_run *a, struct qk_run *b,
+		   const int shared, const int M)
 {
 	unsigned int tt, L0;
 
 	run_start(a, M);
-	run_start(b, M);
+	if (b)
+		run_start(b, M);
 	for (tt = 0; tt < nt; tt++)
 		for (L0 = 0; L0 < KERN_TILE_LINES; L0 += 8 / QK_NS) {
-			run_half2(a, b, tt, L0, 0, M);
-			run_half2(a, b, tt, L0, 1, M);
+			if (b && shared) {
+				run_half2(a, b, tt, L0, 0, M);
+				run_half2(a, b, tt, L0, 1, M);
+				continue;
+			}
+			run_sub(a, tt, L0, M);
+			if (b)
+				run_sub(b, tt, L0, M);
 		}
 	run_end(a, M);
-	run_end(b, M);
+	if (b)
+		run_end(b, M);
 }
 
 #ifndef QK_GU_TWO_MAX
@@ -409,18 +398,14 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 		struct qk_run g = super_run(a->gate, a->K, n, b, &rg, x, fg);
 		struct qk_run u = super_run(a->up, a->K, n, b, &ru, x, fu);
 
-		if (M <= QK_GU_TWO_MAX)
-			block_runs(2, &g, &u, M);
-		else if (QK_SHARED)
-			block_runs_shared(2, &g, &u, M);
-		else
-			block_runs(2, &g, NULL, M);
+		block_runs(2, &g, M <= QK_GU_TWO_MAX || QK_SHARED ? &u : NULL,
+			   M > QK_GU_TWO_MAX, M);
 	}
 	for (b = 0; !QK_SHARED && M > QK_GU_TWO_MAX && b < nsb; b++) {
 		struct kern_qk_rec ru;
 		struct qk_run u = super_run(a->up, a->K, n, b, &ru, x, fu);
 
-		block_runs(2, &u, NULL, M);
+		block_runs(2, &u, NULL, 0, M);
 	}
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
@@ -504,7 +489,7 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 	const uint8_t *x[MR_PF];
 	struct qk_run run = chunk_run(a, n, c, &r, x, f, i, M);
 
-	block_runs(a->kc / KERN_TILE_K_INT4, &run, NULL, M);
+	block_runs(a->kc / KERN_TILE_K_INT4, &run, NULL, 0, M);
 }
 
 /* two streams (KERN_VEC_DOWN_RUN2): chunk @c of rows @n into f and chunk
@@ -518,7 +503,7 @@ AI void down_chunk2(const struct kern_down_args *a, unsigned int n,
 	struct qk_run run = chunk_run(a, n, c, &r, x, f, i, M);
 	struct qk_run run2 = chunk_run(a, n2, c + 1, &r2, x2, f2, i, M);
 
-	block_runs(a->kc / KERN_TILE_K_INT4, &run, &run2, M);
+	block_runs(a->kc / KERN_TILE_K_INT4, &run, &run2, 0, M);
 }
 
 /*
@@ -540,7 +525,7 @@ AI void down_chunk_pair(const struct kern_down_args *a, unsigned int n,
 	}
 	run = chunk_run(a, n, c, &r, x, f, i, M);
 	run2 = chunk_run(a, n + VF_LANES, c, &r2, x2, f2, i, M);
-	block_runs_shared(a->kc / KERN_TILE_K_INT4, &run, &run2, M);
+	block_runs(a->kc / KERN_TILE_K_INT4, &run, &run2, 1, M);
 }
 
 void QNAME(kern_down)(const struct kern_down_args *a)

@@ -450,7 +450,7 @@ TEST(deterministic_threads)
 /*
  * Decode's down takes column blocks as long as the workers' shares allow
  * (ktcore/moe.c): at H 1024 one worker's blocks are 1024 columns, two
- * workers' 512. The bits may not follow.
+ * workers' 512. The bits must not change with them.
  */
 TEST(deterministic_threads_decode)
 {
