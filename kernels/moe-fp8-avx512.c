@@ -345,15 +345,22 @@ AI void down_x(const struct kern_down_args *a, unsigned int i0,
 		       (c - a->k0 / a->kc) * crow;
 }
 
-/* chunk @c of output block @nb: its tiles, its scales at @s */
+/* chunk @c of output block @nb: its tiles */
+AI const uint8_t *down_block_at(const struct kern_down_args *a,
+				unsigned int c, unsigned int nb)
+{
+	return a->down->tiles + kern_tile_off(kern_tile_kcm(a->N, a->kc,
+					      KERN_TILE_K_FP8, nb, c * BT));
+}
+
+/* ... and its scales at @s */
 AI const uint8_t *down_at(const struct kern_down_args *a, unsigned int c,
 			  unsigned int nb, __m512 *s)
 {
 	*s = block_scale(a->down->scales + kern_fp8_scale_idx(a->group, a->K,
 			 nb * NROW, c * a->kc),
 			 a->group == KERN_FP8_CHANNEL, 0);
-	return a->down->tiles + kern_tile_off(kern_tile_kcm(a->N, a->kc,
-			KERN_TILE_K_FP8, nb, c * BT));
+	return down_block_at(a, c, nb);
 }
 
 /*
@@ -456,13 +463,6 @@ AI void down_wide_block(const struct kern_down_args *a, const struct wide *w,
  * 768: down 302-304 -> 279-284 us per expert).
  */
 #define DOWN_PF_BLOCKS	(PF_DIST / (BT * KERN_TILE_BYTES))
-
-AI const uint8_t *down_block_at(const struct kern_down_args *a,
-				unsigned int c, unsigned int nb)
-{
-	return a->down->tiles + kern_tile_off(kern_tile_kcm(a->N, a->kc,
-					      KERN_TILE_K_FP8, nb, c * BT));
-}
 
 /* chunk @c of block @nb (of rows ns0 .. ns1) widened at @dst; its scale */
 static __m512 down_widen(const struct kern_down_args *a, unsigned int c,
