@@ -13,9 +13,14 @@
  * rows of 4 bytes) on 512 bits, half of one on 256. Down of a few tokens
  * goes chunk by chunk over a run of rows, so that its chunk-major tiles
  * stream; of more, each row vector takes all chunks with its sums in
- * registers (rows-vec.h), the scales of a later row block prefetched. No
- * L2 prefetch of the next block, as Q8_0's: their blocks are a third of
- * its bytes, and it measured no gain.
+ * registers (rows-vec.h), the scales of a later row block prefetched.
+ * Every weight stream is prefetched PF bytes ahead into L2, not L1: on a
+ * 32 KiB L1 (Zen 4) the lines fetched into L1 4 KiB ahead of six down
+ * chunks' streams were evicted before use (one core, T = 1: Q4_K down
+ * 63 -> 44 us per expert, Q6_K down 108 -> 51, Q6_K gate+up 200 -> 115;
+ * Q4_K gate+up unchanged). No L2 prefetch of the next block from later
+ * token passes, as Q8_0's: their blocks are a third of its bytes, and it
+ * measured no gain.
  *
  * Included by kernels/q{4,5,6}_k-{avx2,avx512}.c after defining VEC_BITS,
  * VEC_ISA (avx2, avx512), QK_T (q4_k, q5_k, q6_k) and QK_Q (its enum).
@@ -138,16 +143,17 @@ AI vi load_sc(const uint8_t *p)
  * Line @L of the tile at @tp (this vector's rows at @ro): its low (@hi 0)
  * or high nibbles with their high bits, as the unsigned operand; @lh is L
  * % QK_PER, given apart so that it stays a constant where L does not. The
- * low pass prefetches what the line and its high-bit line will need next.
+ * low pass prefetches line L (and its high-bit line) of the tile at @pp,
+ * the one its stream needs PF bytes later, into L2.
  */
-AI vi qline(const uint8_t *tp, unsigned int L, unsigned int lh, int hi,
-	    unsigned int ro)
+AI vi qline(const uint8_t *tp, const uint8_t *pp, unsigned int L,
+	    unsigned int lh, int hi, unsigned int ro)
 {
 	const uint8_t *lp = tp + L * QK_LINE + ro;
 	vi w = vi_load(lp), q;
 
 	if (!hi)
-		_mm_prefetch((const char *)lp + PF, _MM_HINT_T0);
+		_mm_prefetch((const char *)pp + L * QK_LINE, _MM_HINT_T1);
 	if (QK_HI16)
 		return vi_and(w, vi_set1_8(hi ? (char)0xf0 : 0x0f));
 	q = vi_and(hi ? vi_srli16(w, 4) : w, vi_set1_8(0x0f));
@@ -157,7 +163,8 @@ AI vi qline(const uint8_t *tp, unsigned int L, unsigned int lh, int hi,
 				    ro;
 
 		if (!hi && lh == 0)
-			_mm_prefetch((const char *)hp + PF, _MM_HINT_T0);
+			_mm_prefetch((const char *)pp + KERN_TILE_BYTES +
+				     L / QK_PER * QK_LINE, _MM_HINT_T1);
 		q = vi_or(q, hi_at(vi_load(hp), 2 * QK_HB * lh +
 					       (hi ? QK_HB : 0)));
 	}
@@ -203,6 +210,7 @@ AI void sub_scale(const vi *dot, const struct kern_qk_rec *r, unsigned int kw,
  */
 struct qk_run {
 	const uint8_t *t;
+	const uint8_t *pf;	/* what the stream needs PF bytes after t */
 	const struct kern_qk_rec *r;
 	unsigned int n, kw, kx, xo, xb;
 	const uint8_t *const *x;
@@ -238,7 +246,7 @@ AI void run_sub(struct qk_run *b, unsigned int tt, unsigned int L0,
 		const int M)
 {
 	const unsigned int lps = 8 / QK_NS;	/* lines of one sub-block */
-	const uint8_t *tp = b->t + tt * QK_TB;
+	const uint8_t *tp = b->t + tt * QK_TB, *pp = b->pf + tt * QK_TB;
 	const unsigned int kl = tt * KERN_TILE_K_INT4 + 4 * L0;
 	const unsigned int kh = kl + KERN_INT4_HI_K;
 	vi dl[MR_PF], dh[MR_PF];
@@ -251,8 +259,8 @@ AI void run_sub(struct qk_run *b, unsigned int tt, unsigned int L0,
 #pragma GCC unroll 8
 	for (j = 0; j < lps; j++) {
 		/* L0 is a multiple of QK_PER */
-		vi wl = qline(tp, L0 + j, j % QK_PER, 0, b->ro);
-		vi wh = qline(tp, L0 + j, j % QK_PER, 1, b->ro);
+		vi wl = qline(tp, pp, L0 + j, j % QK_PER, 0, b->ro);
+		vi wh = qline(tp, pp, L0 + j, j % QK_PER, 1, b->ro);
 
 #pragma GCC unroll 8
 		for (m = 0; m < M; m++) {
@@ -292,6 +300,7 @@ AI void run_half2(struct qk_run *a, struct qk_run *b, unsigned int tt,
 {
 	const unsigned int lps = 8 / QK_NS;
 	const uint8_t *ta = a->t + tt * QK_TB, *tb = b->t + tt * QK_TB;
+	const uint8_t *pa = a->pf + tt * QK_TB, *pb = b->pf + tt * QK_TB;
 	const unsigned int k = tt * KERN_TILE_K_INT4 + 4 * L0 +
 			       (hi ? KERN_INT4_HI_K : 0);
 	vi da[MR_PF], db[MR_PF];
@@ -303,8 +312,8 @@ AI void run_half2(struct qk_run *a, struct qk_run *b, unsigned int tt,
 		da[m] = db[m] = vi_zero();
 #pragma GCC unroll 8
 	for (j = 0; j < lps; j++) {
-		vi wa = qline(ta, L0 + j, j % QK_PER, hi, a->ro);
-		vi wb = qline(tb, L0 + j, j % QK_PER, hi, b->ro);
+		vi wa = qline(ta, pa, L0 + j, j % QK_PER, hi, a->ro);
+		vi wb = qline(tb, pb, L0 + j, j % QK_PER, hi, b->ro);
 
 #pragma GCC unroll 8
 		for (m = 0; m < M; m++) {
@@ -367,6 +376,7 @@ AI struct qk_run super_run(const struct kern_mat *mat, unsigned int K,
 		.xo = b * KERN_Q4_K_SUPER, .xb = b, .x = x, .acc = acc,
 	};
 
+	run.pf = run.t + PF;
 	kern_qk_rec_at(QK_Q, mat->scales, K, n, b * KERN_Q4_K_SUPER, r);
 	return run;
 }
@@ -434,14 +444,14 @@ _Static_assert(KERN_DOWN_CHUNK <= KERN_Q4_K_SUPER &&
  */
 #define QK_REC_PF_ROWS	32
 
-/* the lines of chunk @c's scales of row @n into L1 */
-AI void prefetch_rec(const struct kern_down_args *a, unsigned int n,
-		     unsigned int c)
+/* the lines of chunk @c's scales of row @n of @scales into L1 */
+AI void prefetch_rec(const struct kern_down_args *a, const void *scales,
+		     unsigned int n, unsigned int c)
 {
 	const unsigned int ks = c * a->kc % KERN_Q4_K_SUPER / QK_SG;
 	struct kern_qk_rec r;
 
-	kern_qk_rec_at(QK_Q, a->down->scales, a->K, n, c * a->kc, &r);
+	kern_qk_rec_at(QK_Q, scales, a->K, n, c * a->kc, &r);
 	_mm_prefetch((const char *)r.d, _MM_HINT_T0);
 	_mm_prefetch((const char *)(r.sc + ks * KERN_QK_REC_ROWS),
 		     _MM_HINT_T0);
@@ -454,6 +464,45 @@ AI void prefetch_rec(const struct kern_down_args *a, unsigned int n,
 		_mm_prefetch((const char *)(r.mn + ks * KERN_QK_REC_ROWS),
 			     _MM_HINT_T0);
 	}
+}
+
+/*
+ * The tile PF bytes after @t in chunk @c's stream: the call's rows of a
+ * chunk are one run of tiles, and past its end the stream goes on in the
+ * next call's (@a->next_down, the same rows), so that an expert's first
+ * tiles of each chunk arrive while the one before it ends, instead of
+ * lines of rows no call of this task reads. Without a next call, @t.
+ */
+AI const uint8_t *down_pf(const struct kern_down_args *a, const uint8_t *t,
+			  unsigned int c)
+{
+	const uint8_t *t0 = a->down->tiles + kern_tile_off_q(QK_Q,
+		kern_tile_kcm_chunk(a->N, a->kc, KERN_TILE_K_INT4,
+				    a->n0 / KERN_TILE_ROWS, c));
+	const size_t len = (size_t)(a->n1 - a->n0) / KERN_TILE_ROWS *
+			   (a->kc / KERN_TILE_K_INT4) * QK_TB;
+	const size_t o = (size_t)(t - t0) + PF;
+
+	if (o < len)
+		return t + PF;
+	if (!a->next_down || o - len >= len)
+		return t;
+	return a->next_down->tiles + (t0 - a->down->tiles) + (o - len);
+}
+
+/*
+ * The scales of the run two row blocks after row @n (QK_REC_PF_ROWS) of
+ * chunk @c: past the call's rows, the next call's first ones.
+ */
+AI void prefetch_next_rec(const struct kern_down_args *a, unsigned int n,
+			  unsigned int c)
+{
+	const unsigned int np = n + QK_REC_PF_ROWS;
+
+	if (np < a->n1)
+		prefetch_rec(a, a->down->scales, np, c);
+	else if (a->next_down && np - a->n1 < a->n1 - a->n0)
+		prefetch_rec(a, a->next_down->scales, a->n0 + (np - a->n1), c);
 }
 
 /* chunk @c of rows @n: its run (tokens' rows in @x, scales in @r) */
@@ -472,9 +521,9 @@ AI struct qk_run chunk_run(const struct kern_down_args *a, unsigned int n,
 	};
 	int m;
 
+	run.pf = down_pf(a, run.t, c);
 	kern_qk_rec_at(QK_Q, a->down->scales, a->K, n, c * kc, r);
-	if (n + QK_REC_PF_ROWS < a->N)
-		prefetch_rec(a, n + QK_REC_PF_ROWS, c);
+	prefetch_next_rec(a, n, c);
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
 		x[m] = a->act + (i + m) * a->act_stride +
