@@ -173,11 +173,11 @@ AI void gate_up_block(const struct kern_gate_up_args *a, unsigned int n,
 	const bool more = nn < a->n1 && nn % KERN_TILE_ROWS == 0;
 	const size_t tn = kern_tile_off(kern_tile_rbm(K, KERN_TILE_K_INT8,
 						      nn / KERN_TILE_ROWS, 0));
-	const unsigned int pass = i / MR_GU;
+	const unsigned int pass = kern_vec_block(i, a->m, MR_GU);
 	const struct l2pf pf = l2pf_share(more ? a->gate->tiles + tn : NULL,
 					  more ? a->up->tiles + tn : NULL,
 					  K * KERN_TILE_ROWS / LINE, G, pass,
-					  (a->m + MR_GU - 1) / MR_GU);
+					  kern_vec_blocks(a->m, MR_GU));
 	const bool pf_scales = more && pass == 1;
 	const uint8_t *x[MR_GU];
 	vf fg[MR_GU], fu[MR_GU];
@@ -323,7 +323,7 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 	/* the next call's tiles and scales of this chunk, fetched by later
 	 * passes (l2pf.h); on 256 bits only by a line's first vector */
 	const struct kern_mat *nd = n % KERN_TILE_ROWS ? NULL : a->next_down;
-	const unsigned int pass = i / MR;
+	const unsigned int pass = kern_vec_block(i, a->m, MR);
 	struct l2pf pf;
 	size_t so;
 	unsigned int gg;
@@ -332,7 +332,7 @@ AI void down_chunk(const struct kern_down_args *a, unsigned int n,
 	so = p.ws - a->down->scales;
 	pf = l2pf_share(nd ? nd->tiles + (p.t - a->down->tiles) : NULL, NULL,
 			kc * KERN_TILE_ROWS / LINE, kc / (2 * Q8G), pass,
-			(a->m + MR - 1) / MR);
+			kern_vec_blocks(a->m, MR));
 	/* two groups at once, added in order: the bits of one at a time */
 	for (gg = 0; gg < kc / Q8G; gg += 2) {
 		l2pf_step(pf, gg / 2);
@@ -378,13 +378,15 @@ AI void down_chunk2(const struct kern_down_args *a, unsigned int n,
  * activations, each row's groups in order. The next call's tiles and
  * scales of both, as down_chunk() fetches them.
  */
+/* KERN_VEC_DOWN_ROW2 takes two row vectors through down_chunk_pair() */
+#define down_chunk_pairs	1
 AI void down_chunk_pair(const struct kern_down_args *a, unsigned int n,
 			unsigned int c, vf *f, vf *f2, unsigned int i,
 			const int M)
 {
 	const unsigned int kc = a->kc, n2 = n + VF_LANES;
 	const struct kern_mat *nd = n % KERN_TILE_ROWS ? NULL : a->next_down;
-	const unsigned int pass = i / MR;
+	const unsigned int pass = kern_vec_block(i, a->m, MR);
 	/* the lines of both row vectors' tiles: one row block on 256 bits */
 	const unsigned int lines = kc * KERN_TILE_ROWS / LINE *
 				   (2 * VF_LANES / KERN_TILE_ROWS);
@@ -397,7 +399,7 @@ AI void down_chunk_pair(const struct kern_down_args *a, unsigned int n,
 	chunk_at(a, n2, c, i, M, &q);
 	so = p.ws - a->down->scales;
 	pf = l2pf_share(nd ? nd->tiles + (p.t - a->down->tiles) : NULL, NULL,
-			lines, kc / Q8G, pass, (a->m + MR - 1) / MR);
+			lines, kc / Q8G, pass, kern_vec_blocks(a->m, MR));
 	for (g = 0; g < kc / Q8G; g++) {
 		l2pf_step(pf, g);
 		if (nd && pass == 1)

@@ -557,8 +557,16 @@ AI void down_chunk2(const struct kern_down_args *a, unsigned int n,
 
 /*
  * prefill (KERN_VEC_DOWN_ROW2): chunk @c of rows @n into f and of rows
- * n + VF_LANES into f2, both runs at once, sharing the activation loads
+ * n + VF_LANES into f2, both runs at once sharing the activation loads
+ * (QK_SHARED), else one after the other. On 512 bits without QK_SHARED
+ * (Q5_K, Q6_K), KERN_VEC_DOWN_ROW2 takes one row vector's chunks after
+ * the other's instead: the two vectors' sums beside one run's took more
+ * than 32 registers, and the spills moved with every change of the code
+ * around them (one core, T = 30, Q6_K down 400 -> 440 or 610 us per
+ * expert from a change of the token loop alone). On 256 bits the pairs
+ * measured 2-14% faster than one row after the other.
  */
+#define down_chunk_pairs	(QK_SHARED || VEC_BITS == 256)
 AI void down_chunk_pair(const struct kern_down_args *a, unsigned int n,
 			unsigned int c, vf *f, vf *f2, unsigned int i,
 			const int M)

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rows-vec.h - the loops the GGUF bodies over the width layer (q8_0-vec.h,
- * qk-vec.h) share: output rows in steps of one vector, tokens MR at a time
- * and the fewer left after, each count a constant so that every block
- * keeps its accumulators in registers; and down, chunk by chunk for a
+ * qk-vec.h) share: output rows in steps of one vector, tokens in blocks
+ * of at most MR as even as they come, each count a constant so that every
+ * block keeps its accumulators in registers; and down, chunk by chunk for a
  * few tokens or two row vectors at a time for more.
  */
 #ifndef KT_KERNELS_ROWS_VEC_H
@@ -31,7 +31,7 @@
  * @blk(..., i, M) for tokens i in [0, @m) by @mr (<= 8), then the fewer
  * left (< @mr) in blocks of 4, 2 and 1, each M a constant.
  */
-#define KERN_VEC_TOKENS(m, mr, blk, ...)				\
+#define KERN_VEC_TOKENS_BY_MR_(m, mr, blk, ...)				\
 	do {								\
 		unsigned int i_, r_;					\
 									\
@@ -44,6 +44,69 @@
 			KERN_VEC_REM_(2, mr, blk, i_, __VA_ARGS__);	\
 		if (r_ & 1)						\
 			blk(__VA_ARGS__, i_, 1);			\
+	} while (0)
+
+/* blocks of at most @mr tokens that @m tokens take */
+static inline unsigned int kern_vec_blocks(unsigned int m, unsigned int mr)
+{
+	return (m + mr - 1) / mr;
+}
+
+/* the index of KERN_VEC_TOKENS' block that starts at token @i of @m
+ * (exact for those starts: the first m % nb blocks take one more) */
+static inline unsigned int kern_vec_block(unsigned int i, unsigned int m,
+					  unsigned int mr)
+{
+	return i * kern_vec_blocks(m, mr) / m;
+}
+
+/* a block of @k tokens from @i, where the block size @mr allows it (a
+ * constant condition: no M above @mr is expanded) */
+#define KERN_VEC_CASE_(k, mr, blk, i, ...)				\
+	case k:								\
+		if ((mr) >= (k))					\
+			blk(__VA_ARGS__, i, (mr) >= (k) ? (k) : 1);	\
+		break
+
+/*
+ * @blk(..., i, M) for tokens i in [0, @m) in as few blocks of at most @mr
+ * (<= 8) as hold them, as even as they come (ceil(left / blocks left)):
+ * 32 tokens by 6 are 6 6 5 5 5 5, not 6 6 6 6 6 2, whose last block reads
+ * the weights for two tokens, and 3 one block, not 2 and 1 (one core, us
+ * per expert, Q4_K down T = 32 351 -> 339, T = 3 72 -> 52; Q6_K down T =
+ * 3 107 -> 76; Q8_0 gate+up T = 32 614 -> 585). Each M is a
+ * constant, so that the block keeps its sums in registers; the blocks
+ * follow from @m alone, so the bits do not depend on the caller.
+ */
+#define KERN_VEC_TOKENS_EVEN_(m, mr, blk, ...)				\
+	do {								\
+		unsigned int i_ = 0, nb_ = kern_vec_blocks(m, mr), M_;	\
+									\
+		for (; nb_; nb_--, i_ += M_) {				\
+			M_ = ((m) - i_ + nb_ - 1) / nb_;		\
+			switch (M_) {					\
+			KERN_VEC_CASE_(1, mr, blk, i_, __VA_ARGS__);	\
+			KERN_VEC_CASE_(2, mr, blk, i_, __VA_ARGS__);	\
+			KERN_VEC_CASE_(3, mr, blk, i_, __VA_ARGS__);	\
+			KERN_VEC_CASE_(4, mr, blk, i_, __VA_ARGS__);	\
+			KERN_VEC_CASE_(5, mr, blk, i_, __VA_ARGS__);	\
+			KERN_VEC_CASE_(6, mr, blk, i_, __VA_ARGS__);	\
+			KERN_VEC_CASE_(7, mr, blk, i_, __VA_ARGS__);	\
+			KERN_VEC_CASE_(8, mr, blk, i_, __VA_ARGS__);	\
+			}						\
+		}							\
+	} while (0)
+
+/*
+ * Blocks of at most 2 (the 256-bit bodies) are the same either way; the
+ * switch measured 2-12% slower there (AVX2 Q4_K and Q8_0 down, one core).
+ */
+#define KERN_VEC_TOKENS(m, mr, blk, ...)				\
+	do {								\
+		if ((mr) > 2)						\
+			KERN_VEC_TOKENS_EVEN_(m, mr, blk, __VA_ARGS__);	\
+		else							\
+			KERN_VEC_TOKENS_BY_MR_(m, mr, blk, __VA_ARGS__); \
 	} while (0)
 
 /* @blk(@a, n, i, M) over rows n in [@a->n0, @a->n1) by VF_LANES */
@@ -162,7 +225,8 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
  * saves each chunk's load and store of the partial sums. With @chunk##_pair
  * (a, n, c, f, f2, i, M: rows n into f, n + VF_LANES into f2, at once),
  * KERN_VEC_DOWN_ROW2 takes two row vectors, so that every activation load
- * feeds two dots.
+ * feeds two dots; where the body's @chunk##_pairs is 0, one row vector's
+ * chunks after the other's, so that only one's sums take registers.
  */
 #define KERN_VEC_DOWN_ROW(chunk, a, n, i, M)				\
 	do {								\
@@ -179,6 +243,16 @@ AI void kern_vec_add_y(const struct kern_down_args *a, unsigned int n,
 	} while (0)
 
 #define KERN_VEC_DOWN_ROW2(chunk, a, n, i, M)				\
+	do {								\
+		if (chunk##_pairs) {					\
+			KERN_VEC_DOWN_PAIR_(chunk, a, n, i, M);		\
+		} else {						\
+			KERN_VEC_DOWN_ROW(chunk, a, n, i, M);		\
+			KERN_VEC_DOWN_ROW(chunk, a, (n) + VF_LANES, i, M); \
+		}							\
+	} while (0)
+
+#define KERN_VEC_DOWN_PAIR_(chunk, a, n, i, M)				\
 	do {								\
 		unsigned int c_;					\
 		vf f_[M], f2_[M];					\
