@@ -216,8 +216,10 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 					    KT_QUANT_Q8_0, KT_QUANT_Q4_K,
 					    KT_QUANT_Q5_K, KT_QUANT_Q6_K,
 					    KT_QUANT_MXFP4 };
-	/* remainders 1 to 5 after blocks of 4, 6 and 8 tokens */
-	static const unsigned int ms[] = { 1, 3, 11, 14, 16, 37, KERN_MAX_M };
+	/* remainders 1 to 5 after blocks of 4, 6 and 8 tokens; the GGUF
+	 * bodies' even blocks (rows-vec.h) of every size 1 to 6 */
+	static const unsigned int ms[] = { 1, 2, 3, 11, 14, 16, 37,
+					   KERN_MAX_M };
 	const struct kern_ops *ops = kern_ops_get(isa);
 	const struct kern_ops *scalar = kern_ops_get(KT_ISA_SCALAR);
 	unsigned int qi, mi, tested = 0, i;
@@ -432,7 +434,8 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
  * per token in k order whatever the block. H = 1280: down's rows are a
  * run of 1024 and one of 256, an odd number of row blocks per run (the
  * 512-bit bodies take two at once); 7 to 37 leave remainders of 1, 2
- * and 4 after blocks of 4 and 6 tokens. Down's prefill takes up to 48
+ * and 4 after blocks of 4 and 6 tokens (the GGUF bodies: blocks of 3 to
+ * 6, as even as they come). Down's prefill takes up to 48
  * tokens row pair by row pair and more block by block (rows-vec.h): 53
  * takes the second order.
  */
