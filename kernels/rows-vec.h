@@ -53,11 +53,12 @@ static inline unsigned int kern_vec_blocks(unsigned int m, unsigned int mr)
 }
 
 /* the index of KERN_VEC_TOKENS' block that starts at token @i of @m
- * (exact for those starts: the first m % nb blocks take one more) */
+ * (exact for those starts: the first m % nb blocks take one more; blocks
+ * of at most 2 start at multiples of @mr, a constant: no division by m) */
 static inline unsigned int kern_vec_block(unsigned int i, unsigned int m,
 					  unsigned int mr)
 {
-	return i * kern_vec_blocks(m, mr) / m;
+	return mr <= 2 ? i / mr : i * kern_vec_blocks(m, mr) / m;
 }
 
 /* a block of @k tokens from @i, where the block size @mr allows it (a
