@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../no-tsan.h"
+
 struct tu_rng {
 	uint64_t s;
 };
@@ -86,6 +88,7 @@ static inline double tu_silu(double g)
  * y[H] += wt * down . (silu(gate . x) * (up . x)) in f64, over the
  * intermediate rows [i0, i1) (all: 0, I).
  */
+KT_TEST_NO_TSAN
 static inline void tu_expert_ref(const float *gate, const float *up,
 				 const float *down, unsigned int H,
 				 unsigned int I, unsigned int i0,

@@ -35,6 +35,7 @@ enum act_mode { ACT_Q8_0, ACT_INT4, ACT_Q8_K, ACT_BF16 };
  * of H, or a chunk of 128) with the f32 scale amax/127; Q8_K (K-quants)
  * the same per 256 (x) or per 128 chunk (the intermediate); BF16 rounding.
  */
+KT_TEST_NO_TSAN
 static void act_quant(float *x, unsigned int n, enum act_mode mode,
 		      unsigned int grp)
 {
@@ -75,6 +76,7 @@ struct ref {
 };
 
 /* bias @n of expert @e of matrix @m (0 without biases) */
+KT_TEST_NO_TSAN
 static double bget(const struct ref *r, size_t data, int m, uint32_t e,
 		   uint64_t n)
 {
@@ -88,6 +90,7 @@ static double bget(const struct ref *r, size_t data, int m, uint32_t e,
 }
 
 /* the gated activation of the architecture, in f64 */
+KT_TEST_NO_TSAN
 static double glu_ref(const struct ref *r, double g, double u)
 {
 	if (!r->oai)
@@ -98,6 +101,7 @@ static double glu_ref(const struct ref *r, double g, double u)
 }
 
 /* element (n, k) of expert e of matrix m, as kt must see it */
+KT_TEST_NO_TSAN
 static double wget(const struct ref *r, size_t data, int m, uint32_t e,
 		   uint64_t n, uint64_t k)
 {
@@ -114,6 +118,7 @@ static double wget(const struct ref *r, size_t data, int m, uint32_t e,
 	return v;
 }
 
+KT_TEST_NO_TSAN
 static void forward_ref_t(const struct ref *r, size_t data, const float *x,
 			  const int32_t *ids, const float *w, double *y,
 			  unsigned int tokens)

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../no-tsan.h"
+
 /* ggml type ids and block geometry, from the spec */
 enum { GW_F32 = 0, GW_F16 = 1, GW_Q4_0 = 2, GW_Q8_0 = 8, GW_Q4_K = 12,
        GW_Q5_K = 13, GW_Q6_K = 14, GW_Q2_K = 10, GW_BF16 = 30,
@@ -99,6 +101,7 @@ static inline void gw_kv_u32(struct gw_buf *b, const char *arch,
 }
 
 /* IEEE half <-> float, written here from the format's definition */
+KT_TEST_NO_TSAN
 static inline float gw_h2f(uint16_t h)
 {
 	int e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -113,6 +116,7 @@ static inline float gw_h2f(uint16_t h)
 	return h & 0x8000 ? -v : v;
 }
 
+KT_TEST_NO_TSAN
 static inline uint16_t gw_f2h(float f)
 {
 	/* only for positive normal scales in the tests: round to nearest */
@@ -127,6 +131,7 @@ static inline uint16_t gw_f2h(float f)
 	return (uint16_t)(((e - 1 + 15) << 10) | (mm & 0x3ff));
 }
 
+KT_TEST_NO_TSAN
 static inline uint16_t gw_f2bf(float f)
 {
 	uint32_t u;
@@ -136,6 +141,7 @@ static inline uint16_t gw_f2bf(float f)
 	return (uint16_t)(u >> 16);
 }
 
+KT_TEST_NO_TSAN
 static inline float gw_bf2f(uint16_t h)
 {
 	uint32_t u = (uint32_t)h << 16;
@@ -270,6 +276,7 @@ static inline void gw_fill(uint8_t *d, uint32_t type, uint64_t n, uint64_t *s)
  * of a Q4_K or Q5_K block: bytes 0-3 scales, 4-7 mins of j < 4 (low 6
  * bits); for j >= 4, the nibbles of byte j + 4 and the top 2 bits of
  * bytes j - 4 (scale) and j (min) */
+KT_TEST_NO_TSAN
 static inline void gw_k4_scale_min(const uint8_t *sc, unsigned int j,
 				   int *scale, int *mn)
 {
@@ -283,6 +290,7 @@ static inline void gw_k4_scale_min(const uint8_t *sc, unsigned int j,
 }
 
 /* element @k of row @n ([N][K] of @type at @d), by the block definitions */
+KT_TEST_NO_TSAN
 static inline double gw_get(const uint8_t *d, uint32_t type, uint64_t K,
 			    uint64_t n, uint64_t k)
 {

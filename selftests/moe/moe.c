@@ -198,17 +198,23 @@ struct env {
 	struct kt_model *m;
 };
 
-static int env_init(struct env *v, unsigned int threads, enum kt_quant q,
-		    unsigned int group, unsigned int H, unsigned int I,
-		    unsigned int E, unsigned int L, enum kt_dtype src)
+static int ctx_init(struct kt_ctx **ctx, unsigned int threads)
 {
 	/* short spins: idle workers must not starve the f64 reference */
 	struct kt_ctx_opts o = { .sz = sizeof(o), .threads = threads,
 				 .spin_us = 200, .flags = KT_CTX_F_NO_PIN };
+
+	return kt_ctx_create(&o, ctx);
+}
+
+static int env_init(struct env *v, unsigned int threads, enum kt_quant q,
+		    unsigned int group, unsigned int H, unsigned int I,
+		    unsigned int E, unsigned int L, enum kt_dtype src)
+{
 	int ret;
 
 	memset(v, 0, sizeof(*v));
-	ret = kt_ctx_create(&o, &v->ctx);
+	ret = ctx_init(&v->ctx, threads);
 	if (ret)
 		return ret;
 	tm_init(&v->t, H, I, E, L, src, 1000 + q * 10 + E);
@@ -386,34 +392,45 @@ TEST(ring_pipelined)
 	env_free(&v);
 }
 
-/* y of hidden size @H for @threads workers (and KT_FAKE_NUMA, if set by
- * the caller). */
-static void *run_det(struct kt_test_meta *_metadata, unsigned int threads,
-		     enum kt_quant q, unsigned int T, unsigned int H,
-		     double *err)
+/*
+ * y of case @c over test model @t for @threads workers (and KT_FAKE_NUMA,
+ * if set by the caller), checked against the case's reference; a second
+ * call on the same context must give the same bits.
+ */
+static void *run_det_on(struct kt_test_meta *_metadata, unsigned int threads,
+			enum kt_quant q, struct tmodel *t, struct tcase *c,
+			double *err)
 {
-	struct tcase c = {
+	size_t n = (size_t)c->T * t->H * 4;
+	struct kt_moe_args a;
+	struct kt_model *m;
+	struct kt_ctx *ctx;
+	void *y;
+
+	ASSERT_EQ(ctx_init(&ctx, threads), 0);
+	ASSERT_EQ(tm_create(t, ctx, q, 0, &m), 0);
+	tc_args(c, &a);
+	ASSERT_EQ(kt_moe_forward(ctx, m, &a), 0);
+	*err = tc_check(_metadata, c, t, tol_of(q));
+	y = malloc(n);
+	memcpy(y, c->y_op, n);
+	ASSERT_EQ(kt_moe_forward(ctx, m, &a), 0);
+	ASSERT_EQ(memcmp(y, c->y_op, n), 0);
+	kt_model_destroy(m);
+	kt_ctx_destroy(ctx);
+	return y;
+}
+
+/* the weights and the case of run_det_on() for @q, @T and hidden size @H */
+static void det_case(struct tmodel *t, struct tcase *c, enum kt_quant q,
+		     unsigned int T, unsigned int H)
+{
+	*c = (struct tcase){
 		.T = T, .k = 6, .x_dt = KT_DTYPE_F32, .ids_dt = KT_DTYPE_I32,
 		.y_dt = KT_DTYPE_F32, .seed = 4242, .route = ROUTE_MESSY,
 	};
-	struct kt_moe_args a;
-	struct env v;
-	void *y;
-
-	ASSERT_EQ(env_init(&v, threads, q, 0, H, 768, 8, 1, KT_DTYPE_F32), 0);
-	ASSERT_EQ(tm_create(&v.t, v.ctx, q, 0, &v.m), 0);
-	tc_setup(&c, &v.t);
-	tc_args(&c, &a);
-	ASSERT_EQ(kt_moe_forward(v.ctx, v.m, &a), 0);
-	*err = tc_check(_metadata, &c, &v.t, tol_of(q));
-	/* twice on the same context: the same bits */
-	y = malloc((size_t)T * v.t.H * 4);
-	memcpy(y, c.y_op, (size_t)T * v.t.H * 4);
-	ASSERT_EQ(kt_moe_forward(v.ctx, v.m, &a), 0);
-	ASSERT_EQ(memcmp(y, c.y_op, (size_t)T * v.t.H * 4), 0);
-	tc_free(&c);
-	env_free(&v);
-	return y;
+	tm_init(t, H, 768, 8, 1, KT_DTYPE_F32, 1000 + q * 10 + 8);
+	tc_setup(c, t);
 }
 
 static const enum kt_quant det_quants[] = {
@@ -423,20 +440,27 @@ static const enum kt_quant det_quants[] = {
 };
 
 /* every quantization at @T tokens and hidden size @H: 1 and 2 workers
- * give the same bits */
+ * give the same bits (one set of weights and one reference for both) */
 static void det_threads(struct kt_test_meta *_metadata, unsigned int T,
 			unsigned int H)
 {
 	unsigned int qi;
 
 	for (qi = 0; qi < sizeof(det_quants) / sizeof(det_quants[0]); qi++) {
+		enum kt_quant q = det_quants[qi];
+		struct tmodel t;
+		struct tcase c;
 		double e1, e2;
-		void *y1 = run_det(_metadata, 1, det_quants[qi], T, H, &e1);
-		void *y2 = run_det(_metadata, 2, det_quants[qi], T, H, &e2);
+		void *y1, *y2;
 
+		det_case(&t, &c, q, T, H);
+		y1 = run_det_on(_metadata, 1, q, &t, &c, &e1);
+		y2 = run_det_on(_metadata, 2, q, &t, &c, &e2);
 		ASSERT_EQ(memcmp(y1, y2, (size_t)T * H * 4), 0);
 		free(y1);
 		free(y2);
+		tc_free(&c);
+		tm_free(&t);
 	}
 }
 
@@ -460,6 +484,8 @@ TEST(deterministic_threads_decode)
 /* Two (fake) NUMA nodes each computing a slice of I; the sum is right. */
 TEST(two_nodes)
 {
+	struct tmodel t;
+	struct tcase c;
 	double e;
 	void *y;
 
@@ -470,9 +496,12 @@ TEST(two_nodes)
 		if (kt_ctx_create(NULL, &ctx))
 			SKIP(return, "cannot split this machine into 2 fake nodes");
 		kt_ctx_destroy(ctx);
-		y = run_det(_metadata, 0, (enum kt_quant)q, 41, 256, &e);
+		det_case(&t, &c, (enum kt_quant)q, 41, 256);
+		y = run_det_on(_metadata, 0, (enum kt_quant)q, &t, &c, &e);
 		TH_LOG("2 nodes %s: rel MAE %.4f", kt_quant_name((enum kt_quant)q), e);
 		free(y);
+		tc_free(&c);
+		tm_free(&t);
 	}
 }
 
