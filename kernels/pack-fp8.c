@@ -9,9 +9,7 @@
 #include <string.h>
 
 #include "kernels/fp8.h"
-
-/* Same bits on every machine, as in pack.c. */
-#pragma GCC optimize("fp-contract=off")
+#include "kernels/no-fma.h"
 
 static void fp8_dims(const struct kern_pack_layout *l, enum kern_mat_id id,
 		     unsigned int *n, unsigned int *k)

@@ -13,13 +13,7 @@
 #include "kernels/fp8.h"
 #include "kernels/mxfp4.h"
 #include "kernels/pack.h"
-
-/*
- * Same bits on every machine: no a * b + c may become a fused multiply-add
- * (gnu11 allows it by default; it matters wherever the compiler may use
- * FMA: -march flags, or targets that have it in the baseline).
- */
-#pragma GCC optimize("fp-contract=off")
+#include "kernels/no-fma.h"
 
 static int layout_one(enum kt_quant q, unsigned int hidden,
 		      unsigned int inter, unsigned int group,
