@@ -56,11 +56,12 @@ AI __m512i bcast32(const void *p)
  * or two (@two: MK_*, vec.h), for M tokens whose bf16 activations of these
  * columns are at x[m] (MK_TWO_OWN_X: the second's at ux[m]): the f32 dots,
  * fresh, in og/ou. @wide: gw/uw are the block already widened (widen()),
- * else its FP8 tiles. Two accumulator chains (even and odd k pairs) while
- * they fit.
+ * else its FP8 tiles, and as many bytes at pg/pu are prefetched meanwhile.
+ * Two accumulator chains (even and odd k pairs) while they fit.
  */
-AI void mk_dot(const uint8_t *gw, const uint8_t *uw, const int two,
-	       const int wide, const uint8_t *const *x,
+AI void mk_dot(const uint8_t *gw, const uint8_t *uw, const uint8_t *pg,
+	       const uint8_t *pu, const int two, const int wide,
+	       const uint8_t *const *x,
 	       const uint8_t *const *ux, const int M, __m512 *og, __m512 *ou)
 {
 	const int CH = M <= 3 ? 2 : 1;
@@ -86,13 +87,13 @@ AI void mk_dot(const uint8_t *gw, const uint8_t *uw, const int two,
 			}
 		} else {
 			fp8_bf16_line(gw + h * HALF, &tbl, &wg[0], &wg[1]);
-			_mm_prefetch((const char *)gw + PF_DIST + h * HALF,
+			_mm_prefetch((const char *)pg + h * HALF,
 				     _MM_HINT_T1);
 			if (two) {
 				fp8_bf16_line(uw + h * HALF, &tbl, &wu[0],
 					      &wu[1]);
-				_mm_prefetch((const char *)uw + PF_DIST +
-					     h * HALF, _MM_HINT_T1);
+				_mm_prefetch((const char *)pu + h * HALF,
+					     _MM_HINT_T1);
 			}
 		}
 #pragma GCC unroll 2
@@ -213,8 +214,10 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			xk[m] = x[m] + (size_t)kb * KERN_FP8_BLOCK * 2;
-		mk_dot(a->gate->tiles + off, a->up->tiles + off, MK_TWO, 0, xk,
-		       xk, M, dg, du);
+		mk_dot(a->gate->tiles + off, a->up->tiles + off,
+		       a->gate->tiles + off + PF_DIST,
+		       a->up->tiles + off + PF_DIST, MK_TWO, 0, xk, xk, M, dg,
+		       du);
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++) {
 			g[m] = _mm512_fmadd_ps(dg[m], vg, g[m]);
@@ -245,7 +248,7 @@ AI void gu_wide_block(const struct kern_gate_up_args *a, const struct wide *w,
 	for (m = 0; m < M; m++)
 		x[m] = a->act + a->act_rows[i0 + i + m] * a->act_stride +
 		       (size_t)kb * KERN_FP8_BLOCK * 2;
-	mk_dot(w->wg, w->wu, MK_TWO, 1, x, x, M, dg, du);
+	mk_dot(w->wg, w->wu, NULL, NULL, MK_TWO, 1, x, x, M, dg, du);
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		_mm512_store_ps(ag + m * NROW, _mm512_fmadd_ps(dg[m], vg,
@@ -366,6 +369,27 @@ AI const uint8_t *down_at(const struct kern_down_args *a, unsigned int c,
 }
 
 /*
+ * What to prefetch while the block at @t of chunk @c is read: the block
+ * PF_DIST bytes on in the chunk's run of the call's rows, and past the
+ * run's end the same place in the next call's (@a->next_down, the same
+ * rows; as qk-vec.h's down_pf()), so that the next expert's first blocks
+ * of each chunk arrive while this one ends, not lines of rows no call of
+ * this task reads.
+ */
+AI const uint8_t *down_pf(const struct kern_down_args *a, const uint8_t *t,
+			  unsigned int c)
+{
+	const uint8_t *t0 = down_block_at(a, c, a->n0 / NROW);
+	const size_t len = (size_t)(a->n1 - a->n0) / NROW * BT *
+			   KERN_TILE_BYTES;
+	const size_t o = (size_t)(t - t0) + PF_DIST;
+
+	if (o < len || !a->next_down || o - len >= len)
+		return t + PF_DIST;
+	return a->next_down->tiles + (t0 - a->down->tiles) + (o - len);
+}
+
+/*
  * Chunk @c of output block @nb into the partial sums (row n of token m at
  * part[m * nsub + n - ns0]), or with @two (MK_TWO_OWN_X) also chunk c + 1
  * of block nb - 1 on activations ux: two DRAM streams for decode, each
@@ -383,7 +407,8 @@ AI void down_tiles(const struct kern_down_args *a, const int two,
 	const uint8_t *tw2 = two ? down_at(a, c + 1, nb - 1, &s2) : NULL;
 	int m;
 
-	mk_dot(tw, tw2, two, 0, x, ux, M, r, r2);
+	mk_dot(tw, tw2, down_pf(a, tw, c), two ? down_pf(a, tw2, c + 1) : NULL,
+	       two, 0, x, ux, M, r, r2);
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		_mm512_storeu_ps(pp + m * nsub, _mm512_fmadd_ps(r[m], s,
@@ -444,7 +469,7 @@ AI void down_wide_block(const struct kern_down_args *a, const struct wide *w,
 	int m;
 
 	down_x(a, i0 + i, c, x, M);
-	mk_dot(w->wg, w->wu, two, 1, x, x, M, r, r2);
+	mk_dot(w->wg, w->wu, NULL, NULL, two, 1, x, x, M, r, r2);
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
 		_mm512_storeu_ps(pp + m * nsub, _mm512_fmadd_ps(r[m], s,
