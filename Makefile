@@ -80,7 +80,7 @@ ISA_amx := $(ISA_avx512) -mamx-tile -mamx-int8 -mamx-bf16
 isa_of = $(foreach i,amx avx512 avx512vnni avx512bw avxvnni avx2,$(if $(filter %-$(i),$(basename $(notdir $(1)))),$(ISA_$(i))))
 # UBSan in the SIMD bodies: their null and object-size checks (ASan traps
 # the same accesses), alignment (x86 loads need none) and pointer-overflow
-# made them 4x slower to build (moe-avx512.c: 370 -> 93 s of CPU under
+# made them 4x slower to build (moe-avx512.c: 358 -> 87 s of CPU under
 # ASan+UBSan); signed overflow, shifts, bounds and the rest stay.
 UBSAN_SIMD_OFF := -fno-sanitize=null$(comma)object-size$(comma)alignment$(comma)pointer-overflow
 san_of = $(if $(and $(filter undefined,$(subst $(comma), ,$(SAN))),$(call isa_of,$(1))),$(UBSAN_SIMD_OFF))
