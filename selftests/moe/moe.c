@@ -207,6 +207,12 @@ static int ctx_init(struct kt_ctx **ctx, unsigned int threads)
 	return kt_ctx_create(&o, ctx);
 }
 
+/* the weights' seed of quantization @q's test model of @E experts */
+static uint64_t model_seed(enum kt_quant q, unsigned int E)
+{
+	return 1000 + q * 10 + E;
+}
+
 static int env_init(struct env *v, unsigned int threads, enum kt_quant q,
 		    unsigned int group, unsigned int H, unsigned int I,
 		    unsigned int E, unsigned int L, enum kt_dtype src)
@@ -217,7 +223,7 @@ static int env_init(struct env *v, unsigned int threads, enum kt_quant q,
 	ret = ctx_init(&v->ctx, threads);
 	if (ret)
 		return ret;
-	tm_init(&v->t, H, I, E, L, src, 1000 + q * 10 + E);
+	tm_init(&v->t, H, I, E, L, src, model_seed(q, E));
 	return 0;
 }
 
@@ -397,9 +403,9 @@ TEST(ring_pipelined)
  * if set by the caller), checked against the case's reference; a second
  * call on the same context must give the same bits.
  */
-static void *run_det_on(struct kt_test_meta *_metadata, unsigned int threads,
-			enum kt_quant q, struct tmodel *t, struct tcase *c,
-			double *err)
+static void *run_det(struct kt_test_meta *_metadata, unsigned int threads,
+		     enum kt_quant q, struct tmodel *t, struct tcase *c,
+		     double *err)
 {
 	size_t n = (size_t)c->T * t->H * 4;
 	struct kt_moe_args a;
@@ -421,7 +427,7 @@ static void *run_det_on(struct kt_test_meta *_metadata, unsigned int threads,
 	return y;
 }
 
-/* the weights and the case of run_det_on() for @q, @T and hidden size @H */
+/* the weights and the case of run_det() for @q, @T and hidden size @H */
 static void det_case(struct tmodel *t, struct tcase *c, enum kt_quant q,
 		     unsigned int T, unsigned int H)
 {
@@ -429,7 +435,7 @@ static void det_case(struct tmodel *t, struct tcase *c, enum kt_quant q,
 		.T = T, .k = 6, .x_dt = KT_DTYPE_F32, .ids_dt = KT_DTYPE_I32,
 		.y_dt = KT_DTYPE_F32, .seed = 4242, .route = ROUTE_MESSY,
 	};
-	tm_init(t, H, 768, 8, 1, KT_DTYPE_F32, 1000 + q * 10 + 8);
+	tm_init(t, H, 768, 8, 1, KT_DTYPE_F32, model_seed(q, 8));
 	tc_setup(c, t);
 }
 
@@ -454,8 +460,8 @@ static void det_threads(struct kt_test_meta *_metadata, unsigned int T,
 		void *y1, *y2;
 
 		det_case(&t, &c, q, T, H);
-		y1 = run_det_on(_metadata, 1, q, &t, &c, &e1);
-		y2 = run_det_on(_metadata, 2, q, &t, &c, &e2);
+		y1 = run_det(_metadata, 1, q, &t, &c, &e1);
+		y2 = run_det(_metadata, 2, q, &t, &c, &e2);
 		ASSERT_EQ(memcmp(y1, y2, (size_t)T * H * 4), 0);
 		free(y1);
 		free(y2);
@@ -497,7 +503,7 @@ TEST(two_nodes)
 			SKIP(return, "cannot split this machine into 2 fake nodes");
 		kt_ctx_destroy(ctx);
 		det_case(&t, &c, (enum kt_quant)q, 41, 256);
-		y = run_det_on(_metadata, 0, (enum kt_quant)q, &t, &c, &e);
+		y = run_det(_metadata, 0, (enum kt_quant)q, &t, &c, &e);
 		TH_LOG("2 nodes %s: rel MAE %.4f", kt_quant_name((enum kt_quant)q), e);
 		free(y);
 		tc_free(&c);
