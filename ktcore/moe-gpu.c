@@ -15,10 +15,6 @@
 #include "ktcore/moe.h"
 #include "ktcore/moe-gpu.h"
 
-/* Tokens per GPU chunk: bounds the device scratch (slots x (H + I)). */
-/* From this many slots of one expert the tensor-core tiles pay off. */
-
-
 static size_t al(size_t v)
 {
 	return (v + 255) / 256 * 256;
@@ -246,9 +242,13 @@ uint32_t core_gpu_plan(struct core_gpu_op *o, const void *ids, const float *w,
 	return cpu;
 }
 
-/* Enqueue the GPU part of a planned chunk on kt's stream. */
+/*
+ * Enqueue the GPU part of a planned chunk on kt's stream. @whole: the GPU
+ * part is all of y (no CPU part, no accumulation), so y comes back in the
+ * caller's dtype, converted on the device, and is only copied on the host.
+ */
 static int gpu_part(struct core_gpu_op *o, uint32_t t0, uint32_t tc,
-		    uint32_t n_groups, uint32_t max_m)
+		    uint32_t n_groups, uint32_t max_m, bool whole)
 {
 	struct gpu_dev *d = o->d;
 	struct core_gpu_stage *st = o->st;
@@ -285,11 +285,25 @@ static int gpu_part(struct core_gpu_op *o, uint32_t t0, uint32_t tc,
 	if (!ret)
 		ret = gpu_ffn_launch(d, o->m->quant, &fa, max_m, tc,
 				     max_m >= MMA_MIN_M, s);
-	if (!ret && !o->dev_mode)
-		ret = gpu_check(d, d->cu.memcpy_dtoh_async(st->pin + o->l.ygpu,
-				st->dev + o->l.y, (size_t)tc * o->H * 4, s),
-				"cuMemcpyDtoHAsync (y)");
-	return ret;
+	if (ret || o->dev_mode)
+		return ret;
+	if (whole && o->a->y_dtype == KT_DTYPE_BF16) {
+		struct gpu_combine_args c = {
+			.y = st->dev + o->l.ycpu, .ya = st->dev + o->l.y,
+			.n = tc * o->H, .H = o->H, .y_bf16 = 1,
+		};
+
+		ret = gpu_combine_launch(d, &c, s);
+		if (!ret)
+			ret = gpu_check(d, d->cu.memcpy_dtoh_async(
+					st->pin + o->l.ygpu, st->dev + o->l.ycpu,
+					(size_t)tc * o->H * 2, s),
+					"cuMemcpyDtoHAsync (y)");
+		return ret;
+	}
+	return gpu_check(d, d->cu.memcpy_dtoh_async(st->pin + o->l.ygpu,
+			 st->dev + o->l.y, (size_t)tc * o->H * 4, s),
+			 "cuMemcpyDtoHAsync (y)");
 }
 
 /* y rows of the chunk = (y if accumulating) + CPU part + GPU part. */
@@ -338,7 +352,7 @@ static int run_chunk(struct core_gpu_op *o, uint32_t t0, uint32_t tc)
 	const void *x = (const uint8_t *)o->a->x + (size_t)t0 * o->H * o->esz;
 	uint32_t n_groups, max_m, cpu;
 	struct kt_sqe sub;
-	bool cpu_in_y;
+	bool cpu_in_y, whole;
 	int ret, ret2;
 
 	if (o->dev_mode) {
@@ -370,8 +384,9 @@ static int run_chunk(struct core_gpu_op *o, uint32_t t0, uint32_t tc)
 		x = st->pin + o->l.x;
 	}
 	cpu = core_gpu_plan(o, ids, w, tc, &n_groups, &max_m);
+	whole = !cpu && n_groups && !(o->a->flags & KT_MOE_F_ACCUMULATE);
 	if (n_groups) {
-		ret = gpu_part(o, t0, tc, n_groups, max_m);
+		ret = gpu_part(o, t0, tc, n_groups, max_m, whole);
 		if (ret)
 			goto sync;
 	}
@@ -409,6 +424,13 @@ sync:
 			 "cuStreamSynchronize");
 	if (ret || ret2)
 		return ret ? ret : ret2;
+	if (!o->dev_mode && whole) {
+		size_t ysz = o->a->y_dtype == KT_DTYPE_BF16 ? 2 : 4;
+
+		memcpy((uint8_t *)o->a->y + (size_t)t0 * o->H * ysz,
+		       o->st->pin + o->l.ygpu, (size_t)tc * o->H * ysz);
+		return 0;
+	}
 	if (!o->dev_mode) {
 		sum_host(o, t0, tc, cpu != 0, cpu_in_y, n_groups != 0);
 		return 0;

@@ -119,12 +119,13 @@ static double run(struct kt_test_meta *_metadata, FIXTURE_DATA(dev) *self,
 
 TEST_F(dev, gpu_only)
 {
-	static const unsigned int Ts[] = { 1, 3, 8, 64, 300 };
+	/* 20: more than 8 slots of an expert, fewer than the mma tiles take */
+	static const unsigned int Ts[] = { 1, 3, 8, 20, 64, 300 };
 	unsigned int i, e;
 
 	for (e = 0; e < E; e++)
 		ASSERT_EQ(kt_model_gpu_upload(self->m, 0, e), 0);
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < 6; i++) {
 		double err = run(_metadata, self, Ts[i], i % 2, 5 + i);
 
 		TH_LOG("T=%u x %s rel MAE %.4f", Ts[i], i % 2 ? "bf16" : "f32",
@@ -148,6 +149,43 @@ TEST_F(dev, mixed_half)
 		ASSERT_GE(err, 0);
 		EXPECT_LE(err, tol_of(variant->q));
 	}
+}
+
+/* y in bf16 of an op the GPU runs whole (converted on the device): the
+ * bits of the f32 y rounded on the host */
+TEST_F(dev, gpu_only_bf16_y)
+{
+	const unsigned int T = 40;
+	struct tu_rng r = { 11 };
+	size_t n = (size_t)T * H, i;
+	float *x = malloc(n * 4), *w = malloc(T * K * 4), *y = malloc(n * 4);
+	uint16_t *yb = malloc(n * 2);
+	int64_t *ids = malloc(T * K * 8);
+	struct kt_moe_args a = {
+		.x = x, .ids = ids, .w = w, .y = y, .tokens = T, .top_k = K,
+		.x_dtype = KT_DTYPE_F32, .ids_dtype = KT_DTYPE_I64,
+		.y_dtype = KT_DTYPE_F32,
+	};
+	unsigned int e;
+
+	for (e = 0; e < E; e++)
+		ASSERT_EQ(kt_model_gpu_upload(self->m, 0, e), 0);
+	tu_fill_normal(&r, x, n, 1.0);
+	for (i = 0; i < T * K; i++) {
+		ids[i] = (int64_t)((i % K) * 3 + tu_next(&r) % 3) % E;
+		w[i] = (float)tu_unif(&r);
+	}
+	ASSERT_EQ(kt_moe_forward(self->ctx, self->m, &a), 0);
+	a.y = yb;
+	a.y_dtype = KT_DTYPE_BF16;
+	ASSERT_EQ(kt_moe_forward(self->ctx, self->m, &a), 0);
+	for (i = 0; i < n; i++)
+		if (yb[i] != kern_f32_to_bf16(y[i]))
+			break;
+	if (i < n)
+		TH_LOG("y[%zu] 0x%04x, f32 %g", i, yb[i], y[i]);
+	EXPECT_EQ(i, n);
+	free(x); free(w); free(y); free(yb); free(ids);
 }
 
 /* x, ids, w, y in device memory (KT_MOE_F_DEVICE), through the driver */

@@ -11,6 +11,7 @@
 
 #include "kt_test.h"
 #include "gpu/gpu.h"
+#include "kernels/fp.h"
 #include "../moe/model.h"
 #include "stub.h"
 
@@ -267,6 +268,49 @@ TEST_F(mixed, all_on_gpu)
 	/* GPU-only chunks count their routes: placement reads them */
 	EXPECT_TRUE(routes_match(v, &p));
 	op_free(&p);
+}
+
+/*
+ * y in bf16 from an op that the GPU runs whole comes back converted on the
+ * device: the bits of the f32 result rounded on the host. Accumulating
+ * takes the host's sum instead and must agree as well.
+ */
+TEST_F(mixed, all_on_gpu_bf16_y)
+{
+	struct env *v = &self->v;
+	struct op p;
+	uint16_t *yb = malloc((size_t)9 * H * 2);
+	size_t i, n;
+	uint32_t e;
+
+	ASSERT_NE(yb, NULL);
+	for (e = 0; e < E; e++)
+		ASSERT_EQ(kt_model_gpu_upload(v->m, 1, e), 0);
+	op_init(&p, 9, 23);
+	n = (size_t)p.T * H;
+	ASSERT_EQ(op_run(v, &p, 0), 0);
+	for (int acc = 0; acc < 2; acc++) {
+		struct kt_moe_args a = {
+			.x = p.x, .ids = p.ids, .w = p.w, .y = yb,
+			.tokens = p.T, .top_k = K, .layer = 1,
+			.flags = acc ? KT_MOE_F_ACCUMULATE : 0,
+			.x_dtype = KT_DTYPE_F32, .ids_dtype = KT_DTYPE_I64,
+			.y_dtype = KT_DTYPE_BF16,
+		};
+
+		for (i = 0; i < n; i++)
+			yb[i] = 0;	/* +0: accumulating adds nothing */
+		ASSERT_EQ(kt_moe_forward(v->ctx, v->m, &a), 0);
+		for (i = 0; i < n; i++)
+			if (yb[i] != kern_f32_to_bf16(p.y[i]))
+				break;
+		if (i < n)
+			TH_LOG("acc %d: y[%zu] 0x%04x, f32 %g", acc, i, yb[i],
+			       p.y[i]);
+		EXPECT_EQ(i, n);
+	}
+	op_free(&p);
+	free(yb);
 }
 
 /* kt_model_place() on a context with a GPU moves experts with the device
