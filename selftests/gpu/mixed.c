@@ -191,7 +191,7 @@ FIXTURE_TEARDOWN(mixed)
 /* GPU experts 1, 4 and 6, the others on the CPU; T covers GEMV and mma */
 TEST_F(mixed, split_matches_reference)
 {
-	static const unsigned int Ts[] = { 1, 5, 40 };
+	static const unsigned int Ts[] = { 1, 5, 40, 600 };
 	static const uint32_t gpu_e[] = { 1, 4, 6 };
 	struct env *v = &self->v;
 	unsigned int i;
@@ -203,7 +203,7 @@ TEST_F(mixed, split_matches_reference)
 	EXPECT_EQ(kt_model_gpu_resident(v->m, 1, 3), 0);
 	EXPECT_EQ(kt_model_gpu_resident(v->m, 0, 4), 0);
 	EXPECT_EQ(kt_model_gpu_resident(v->m, 2, 4), -EINVAL);
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 4; i++) {
 		struct op p;
 		double e;
 
@@ -270,47 +270,59 @@ TEST_F(mixed, all_on_gpu)
 	op_free(&p);
 }
 
-/*
- * y in bf16 from an op that the GPU runs whole comes back converted on the
- * device: the bits of the f32 result rounded on the host. Accumulating
- * takes the host's sum instead and must agree as well.
- */
-TEST_F(mixed, all_on_gpu_bf16_y)
+/* 0 when op @p's y in bf16 (accumulating onto zeros or not) holds the
+ * bits of its f32 y rounded; else the first element that differs + 1. */
+static size_t bf16_y_mismatch(struct env *v, struct op *p)
 {
-	struct env *v = &self->v;
-	struct op p;
-	uint16_t *yb = malloc((size_t)9 * H * 2);
-	size_t i, n;
-	uint32_t e;
+	size_t n = (size_t)p->T * H, i = n;
+	uint16_t *yb = malloc(n * 2);
 
-	ASSERT_NE(yb, NULL);
-	for (e = 0; e < E; e++)
-		ASSERT_EQ(kt_model_gpu_upload(v->m, 1, e), 0);
-	op_init(&p, 9, 23);
-	n = (size_t)p.T * H;
-	ASSERT_EQ(op_run(v, &p, 0), 0);
+	if (!yb || op_run(v, p, 0))
+		goto out;
 	for (int acc = 0; acc < 2; acc++) {
 		struct kt_moe_args a = {
-			.x = p.x, .ids = p.ids, .w = p.w, .y = yb,
-			.tokens = p.T, .top_k = K, .layer = 1,
+			.x = p->x, .ids = p->ids, .w = p->w, .y = yb,
+			.tokens = p->T, .top_k = K, .layer = 1,
 			.flags = acc ? KT_MOE_F_ACCUMULATE : 0,
 			.x_dtype = KT_DTYPE_F32, .ids_dtype = KT_DTYPE_I64,
 			.y_dtype = KT_DTYPE_BF16,
 		};
 
+		memset(yb, 0, n * 2);	/* +0: accumulating adds nothing */
+		if (kt_moe_forward(v->ctx, v->m, &a))
+			goto out;
 		for (i = 0; i < n; i++)
-			yb[i] = 0;	/* +0: accumulating adds nothing */
-		ASSERT_EQ(kt_moe_forward(v->ctx, v->m, &a), 0);
-		for (i = 0; i < n; i++)
-			if (yb[i] != kern_f32_to_bf16(p.y[i]))
-				break;
-		if (i < n)
-			TH_LOG("acc %d: y[%zu] 0x%04x, f32 %g", acc, i, yb[i],
-			       p.y[i]);
-		EXPECT_EQ(i, n);
+			if (yb[i] != kern_f32_to_bf16(p->y[i]))
+				goto out;
 	}
-	op_free(&p);
 	free(yb);
+	return 0;
+out:
+	free(yb);
+	return i + 1;
+}
+
+/*
+ * y in bf16 is the f32 sum rounded once, bit for bit: from an op the GPU
+ * runs whole (converted on the device), and from a mixed op large enough
+ * for the workers to share the host sum.
+ */
+TEST_F(mixed, bf16_y_rounds_the_f32_sum)
+{
+	struct env *v = &self->v;
+	struct op p;
+	uint32_t e;
+
+	for (e = 0; e < E; e += 2)
+		ASSERT_EQ(kt_model_gpu_upload(v->m, 1, e), 0);
+	op_init(&p, 600, 23);	/* 600 x H: above SUM_SPLIT_MIN */
+	EXPECT_EQ(bf16_y_mismatch(v, &p), 0);
+	op_free(&p);
+	for (e = 1; e < E; e += 2)
+		ASSERT_EQ(kt_model_gpu_upload(v->m, 1, e), 0);
+	op_init(&p, 9, 29);
+	EXPECT_EQ(bf16_y_mismatch(v, &p), 0);
+	op_free(&p);
 }
 
 /* kt_model_place() on a context with a GPU moves experts with the device
