@@ -183,7 +183,7 @@ static int run_method(struct kt_ctx *ctx, const struct gcfg *c,
 	       mi.expert_bytes / 1048576.0);
 	for (i = 0; i < c->n_tokens && !ret; i++) {
 		uint32_t T = c->tokens[i], dist;
-		double ms, gbps, tflops;
+		double ms, gbps, tflops, roof;
 
 		ret = time_op(ctx, m, c, T, false, &ms, &dist);
 		if (ret)
@@ -191,9 +191,12 @@ static int run_method(struct kt_ctx *ctx, const struct gcfg *c,
 		gbps = (double)dist * mi.expert_bytes / (ms * 1e6);
 		tflops = 6.0 * c->hidden * c->inter * T * c->top_k /
 			(ms * 1e9);
-		printf("  gpu-only T=%-4u %8.3f ms  weights %7.1f GB/s (%.2f of HBM)  %7.2f TFLOPS (%.3f of bf16 mma)\n",
+		/* the least time the op could take: its weights at the HBM
+		 * rate or its products at the mma rate, whichever is longer */
+		roof = fmax(gbps / l->hbm_gbps, tflops / l->bf16_tflops);
+		printf("  gpu-only T=%-4u %8.3f ms  weights %7.1f GB/s (%.2f of HBM)  %7.2f TFLOPS (%.3f of bf16 mma)  roofline %.2f\n",
 		       T, ms, gbps, gbps / l->hbm_gbps, tflops,
-		       tflops / l->bf16_tflops);
+		       tflops / l->bf16_tflops, roof);
 	}
 	/* mixed: the hottest quarter on the GPU under zipf routing, against
 	 * the same op on the CPU alone */
