@@ -236,6 +236,12 @@ $(obj)/%.cxxflags: FORCE
 	@mkdir -p $(@D)
 	@echo '$(TEST_CXXFLAGS)' | cmp -s - $@ || echo '$(TEST_CXXFLAGS)' > $@
 
+# The warp emulator compiles gpu/ffn.cu as C++ (selftests/gpu/cuda-emu.h).
+# CUDA code reads shared bf16 pairs as words: no strict aliasing.
+$(obj)/selftests/gpu/ffn-emu: TEST_CXXFLAGS += -I . -fno-strict-aliasing \
+	-Wno-unknown-pragmas -Wno-unused-parameter
+$(obj)/selftests/gpu/ffn-emu: gpu/ffn.cu selftests/gpu/cuda-emu.h
+
 # The gpu selftests load a stand-in libcuda (selftests/gpu/stub/), and
 # one that lacks an entry point, as an old driver would.
 GPU_STUBS := $(obj)/selftests/gpu/libcuda-stub.so \

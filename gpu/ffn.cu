@@ -5,7 +5,9 @@
  * tiles for prefill, the per-token reduction, and two limit probes.
  */
 #include <stdint.h>
+#ifndef KT_CUDA_EMU	/* selftests/gpu/cuda-emu.h runs this file on the host */
 #include <cuda_bf16.h>
+#endif
 
 #include "gpu/ffn-abi.h"
 #include "gpu/layout.h"
@@ -245,11 +247,15 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 __device__ __forceinline__ void mma16816(float *c, const uint32_t *a,
 					 uint32_t b0, uint32_t b1)
 {
+#ifdef KT_CUDA_EMU
+	emu_mma16816(c, a, b0, b1);
+#else
 	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
 		     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
 		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
 		       "r"(b0), "r"(b1));
+#endif
 }
 
 /* 16 weights of row @n from @k into shared, as bf16 (INT8 exact). */
