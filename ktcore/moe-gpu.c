@@ -382,7 +382,8 @@ static void sum_host(struct core_gpu_op *o, uint32_t t0, uint32_t tc, bool cpu_r
 		sum_range(&j, 0, j.n);
 		return;
 	}
-	/* whole cache lines per worker: no line written by two */
+	/* shares of 32 elements: where y is 64-byte aligned, no cache line
+	 * is written by two workers */
 	j.per = ((j.n + nw - 1) / nw + 31) & ~(size_t)31;
 	core_ctx_run(o->ctx, sum_worker, &j);
 }

@@ -31,7 +31,9 @@ nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 [ -n "$nvcc" ] && "$nvcc" --version | tail -2 || echo "nvcc: not found (the build will have no kernels)"
 git log -1 --oneline 2>/dev/null
 
-tests="selftests/gpu-device/ffn selftests/gpu/dlopen selftests/gpu/mixed selftests/gpu/stream"
+# every selftest of the two GPU folders, by its source's name
+tests=$(ls selftests/gpu-device/*.c selftests/gpu/*.c selftests/gpu/*.cc |
+	sed 's/\.cc\?$//')
 if [ -n "$pre" ]; then
 	step "prebuilt: $pre"
 	export LD_LIBRARY_PATH="$pre/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -68,6 +70,18 @@ KT_SELFTEST_TIMEOUT=240 scripts/run-selftests.sh --kt "$kt" $bins || status=1
 step "kt bench --gpu (qwen3-30b-a3b shapes)"
 timeout 330 "$kt" bench --gpu -p qwen3-30b-a3b -T 1,32,512 --min-ms 200 ||
 	status=1
+
+# the op times above include the host and the copies; the kernels alone,
+# where Nsight Compute is installed (bf16, the first 40 expert kernels)
+if command -v ncu >/dev/null; then
+	step "ncu: expert kernels alone (bf16, T = 1, 32, 512)"
+	timeout 120 ncu --clock-control none -k regex:'kt_(gu|down)_' \
+		--launch-count 40 --section SpeedOfLight --csv \
+		"$kt" bench --gpu -m bf16 -T 1,32,512 --min-ms 1 2>/dev/null |
+		awk -F'","' '$13 ~ /^(Duration|DRAM Throughput|Compute \(SM\) Throughput)$/ {
+			gsub(/"/, "", $15)
+			printf "%-22s grid %-14s %-28s %s %s\n", $5, $9, $13, $15, $14 }'
+fi
 
 step "done: status $status"
 exit $status

@@ -8,7 +8,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 dir=${1:-build/gpu-pack}
-tests="selftests/gpu-device/ffn selftests/gpu/dlopen selftests/gpu/mixed selftests/gpu/stream"
+# every selftest of the two GPU folders, by its source's name
+tests=$(ls selftests/gpu/*.c selftests/gpu/*.cc selftests/gpu-device/*.c |
+	sed 's/\.cc\?$//')
 make -j"$(nproc)" build/kt $(printf 'build/%s ' $tests) >/dev/null
 rm -rf "$dir"
 mkdir -p "$dir/lib" "$dir/gpu"
@@ -20,7 +22,7 @@ done
 cp build/selftests/gpu/libcuda-stub*.so "$dir/selftests/gpu/"
 [ -f build/gpu/ffn.fatbin ] && cp build/gpu/ffn.fatbin "$dir/gpu/"
 # everything ldd resolves outside glibc's own libraries
-ldd build/kt "build/${tests%% *}" | awk '$3 ~ /^\// { print $3 }' | sort -u |
-	grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+ldd build/kt $(printf 'build/%s ' $tests) | awk '$3 ~ /^\// { print $3 }' |
+	sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
 	while read -r so; do cp -L "$so" "$dir/lib/"; done
 du -sh "$dir"

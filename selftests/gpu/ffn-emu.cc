@@ -246,6 +246,13 @@ static CUresult emu_launch(CUfunction f, unsigned int gx, unsigned int gy,
 	return ret;
 }
 
+static void emu_release(void)
+{
+	for (auto &l : emu.lanes)
+		free(l.stack);
+	emu.lanes.clear();
+}
+
 /* A gpu_dev whose module is the emulator: gpu_ffn_launch() picks the grids. */
 static void emu_dev(struct gpu_dev *d)
 {
@@ -524,6 +531,7 @@ int main(void)
 	combine_case(false);
 	combine_case(true);
 	check(launches > 0 && !bad_launches, "every launch had a kernel and a 1-D block of whole warps");
+	emu_release();
 	printf("1..%d\n# Totals: pass:%d fail:%d skip:0\n", n_test,
 	       n_test - n_fail, n_fail);
 	return n_fail ? 1 : 0;
