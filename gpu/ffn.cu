@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * ffn.cu - the expert FFN on the GPU, in kt's device layout (gpu/layout.h):
- * weight-streaming GEMV kernels for decode, bf16 tensor-core (mma.sync)
- * tiles for prefill, the per-token reduction, and two limit probes.
+ * weight-streaming kernels for decode and tiles for prefill, both on the
+ * bf16 tensor cores (mma.sync), the per-token reduction, and two limit
+ * probes.
  */
 #include <stdint.h>
 #ifndef KT_CUDA_EMU	/* selftests/gpu/cuda-emu.h runs this file on the host */
@@ -12,230 +13,13 @@
 #include "gpu/ffn-abi.h"
 #include "gpu/layout.h"
 
-#define WARPS		8	/* GEMV: warps per block, one output row each */
-#define MSLOTS		4	/* GEMV: slots sharing one pass over a row */
+#define MV_WARPS	2	/* decode: warps per block, 16 rows of each matrix each */
+#define MV_UNROLL	4	/* decode: 16-byte vectors per row a lane has in flight */
 
 __device__ __forceinline__ float silu(float g)
 {
 	return g / (1.0f + __expf(-g));
 }
-
-__device__ __forceinline__ float bf16f(uint16_t h)
-{
-	return __uint_as_float((uint32_t)h << 16);
-}
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-	for (int o = 16; o; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	return v;
-}
-
-/*
- * Weights of one quantization: V elements per lane per step (16 bytes),
- * raw values in w[], the factor of this vector in *s (INT4 groups), the
- * factor of the whole row from row_scale() (INT8).
- */
-template <int Q> struct wq;
-
-template <> struct wq<GPU_Q_INT8> {
-	static constexpr int V = 16;
-	static __device__ __forceinline__ const uint8_t *row(uint64_t base,
-		int r, int K) { return (const uint8_t *)base + (size_t)r * K; }
-	static __device__ __forceinline__ void load(const uint8_t *row,
-		uint64_t sc, int r, int K, int G, int k, float *w, float *s)
-	{
-		uint4 v = __ldg((const uint4 *)(row + k));
-		const int8_t *b = (const int8_t *)&v;
-
-#pragma unroll
-		for (int i = 0; i < 16; i++)
-			w[i] = (float)b[i];
-		*s = 1.0f;
-	}
-	static __device__ __forceinline__ float row_scale(uint64_t sc, int r)
-	{ return __ldg((const float *)sc + r); }
-};
-
-template <> struct wq<GPU_Q_INT4> {
-	static constexpr int V = 32;
-	static __device__ __forceinline__ const uint8_t *row(uint64_t base,
-		int r, int K) { return (const uint8_t *)base + (size_t)r * K / 2; }
-	static __device__ __forceinline__ void load(const uint8_t *row,
-		uint64_t sc, int r, int K, int G, int k, float *w, float *s)
-	{
-		uint4 v = __ldg((const uint4 *)(row + k / 2));
-		const uint8_t *b = (const uint8_t *)&v;
-
-#pragma unroll
-		for (int i = 0; i < 16; i++) {
-			w[2 * i] = (float)((int)(b[i] & 15) - 8);
-			w[2 * i + 1] = (float)((int)(b[i] >> 4) - 8);
-		}
-		*s = __ldg((const float *)sc + (size_t)r * (K / G) + k / G);
-	}
-	static __device__ __forceinline__ float row_scale(uint64_t sc, int r)
-	{ return 1.0f; }
-};
-
-template <> struct wq<GPU_Q_BF16> {
-	static constexpr int V = 8;
-	static __device__ __forceinline__ const uint8_t *row(uint64_t base,
-		int r, int K) { return (const uint8_t *)base + (size_t)r * K * 2; }
-	static __device__ __forceinline__ void load(const uint8_t *row,
-		uint64_t sc, int r, int K, int G, int k, float *w, float *s)
-	{
-		uint4 v = __ldg((const uint4 *)(row + (size_t)k * 2));
-		const uint16_t *h = (const uint16_t *)&v;
-
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			w[i] = bf16f(h[i]);
-		*s = 1.0f;
-	}
-	static __device__ __forceinline__ float row_scale(uint64_t sc, int r)
-	{ return 1.0f; }
-};
-
-/* n activations (n a multiple of 8) of row @p from @k, f32 or bf16. */
-__device__ __forceinline__ void load_act(const void *p, bool bf16, size_t k,
-					 int n, float *out)
-{
-	if (bf16) {
-		for (int i = 0; i < n; i += 8) {
-			uint4 v = __ldg((const uint4 *)((const uint16_t *)p +
-							k + i));
-			const uint16_t *h = (const uint16_t *)&v;
-
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-				out[i + j] = bf16f(h[j]);
-		}
-	} else {
-		for (int i = 0; i < n; i += 4) {
-			float4 v = __ldg((const float4 *)((const float *)p +
-							  k + i));
-
-			out[i] = v.x;
-			out[i + 1] = v.y;
-			out[i + 2] = v.z;
-			out[i + 3] = v.w;
-		}
-	}
-}
-
-/*
- * Decode gate+up: a warp streams one row of gate and of up (K = H) once
- * for up to MSLOTS slots. grid (I / WARPS, n_groups).
- */
-template <int Q>
-__device__ void gu_gemv(const struct gpu_ffn_args &a)
-{
-	typedef wq<Q> W;
-	const struct gpu_group *g = (const struct gpu_group *)a.groups +
-				    blockIdx.y;
-	int lane = threadIdx.x & 31;
-	int r = blockIdx.x * WARPS + (threadIdx.x >> 5);
-	int K = a.H;
-	const uint8_t *gr, *ur;
-
-	if (r >= (int)a.I)
-		return;
-	gr = W::row(g->w[0], r, K);
-	ur = W::row(g->w[1], r, K);
-	for (uint32_t s0 = 0; s0 < g->m; s0 += MSLOTS) {
-		int ns = g->m - s0 < MSLOTS ? g->m - s0 : MSLOTS;
-		float ag[MSLOTS] = { 0 }, au[MSLOTS] = { 0 };
-		const char *xr[MSLOTS];
-
-		for (int i = 0; i < ns; i++) {
-			int tok = ((const int *)a.slot_tok)[g->slot0 + s0 + i];
-
-			xr[i] = (const char *)a.x + (size_t)tok * K *
-				(a.x_bf16 ? 2 : 4);
-		}
-		for (int k = lane * W::V; k < K; k += 32 * W::V) {
-			float wg[W::V], wu[W::V], sg, su, xv[W::V];
-
-			W::load(gr, g->s[0], r, K, a.group, k, wg, &sg);
-			W::load(ur, g->s[1], r, K, a.group, k, wu, &su);
-			for (int i = 0; i < ns; i++) {
-				float dg = 0, du = 0;
-
-				load_act(xr[i], a.x_bf16, k, W::V, xv);
-#pragma unroll
-				for (int j = 0; j < W::V; j++) {
-					dg += wg[j] * xv[j];
-					du += wu[j] * xv[j];
-				}
-				ag[i] += dg * sg;
-				au[i] += du * su;
-			}
-		}
-		for (int i = 0; i < ns; i++) {
-			float gs = warp_sum(ag[i]) * W::row_scale(g->s[0], r);
-			float us = warp_sum(au[i]) * W::row_scale(g->s[1], r);
-
-			if (!lane)
-				((float *)a.a)[(size_t)(g->slot0 + s0 + i) * a.I + r] =
-					silu(gs) * us;
-		}
-	}
-}
-
-/* Decode down: a warp streams one row of down (K = I). grid (H / WARPS, n_groups). */
-template <int Q>
-__device__ void down_gemv(const struct gpu_ffn_args &a)
-{
-	typedef wq<Q> W;
-	const struct gpu_group *g = (const struct gpu_group *)a.groups +
-				    blockIdx.y;
-	int lane = threadIdx.x & 31;
-	int r = blockIdx.x * WARPS + (threadIdx.x >> 5);
-	int K = a.I;
-	const uint8_t *dr;
-
-	if (r >= (int)a.H)
-		return;
-	dr = W::row(g->w[2], r, K);
-	for (uint32_t s0 = 0; s0 < g->m; s0 += MSLOTS) {
-		int ns = g->m - s0 < MSLOTS ? g->m - s0 : MSLOTS;
-		float acc[MSLOTS] = { 0 };
-
-		for (int k = lane * W::V; k < K; k += 32 * W::V) {
-			float wd[W::V], sd, av[W::V];
-
-			W::load(dr, g->s[2], r, K, a.group, k, wd, &sd);
-			for (int i = 0; i < ns; i++) {
-				float d = 0;
-
-				load_act((const float *)a.a +
-					 (size_t)(g->slot0 + s0 + i) * K, false,
-					 k, W::V, av);
-#pragma unroll
-				for (int j = 0; j < W::V; j++)
-					d += wd[j] * av[j];
-				acc[i] += d * sd;
-			}
-		}
-		for (int i = 0; i < ns; i++) {
-			float v = warp_sum(acc[i]) * W::row_scale(g->s[2], r);
-			uint32_t slot = g->slot0 + s0 + i;
-
-			if (!lane)
-				((float *)a.ypart)[(size_t)slot * a.H + r] =
-					v * ((const float *)a.slot_w)[slot];
-		}
-	}
-}
-
-/* ---- prefill: bf16 mma.sync m16n8k16 tiles --------------------------------- */
-
-#define BM	64
-#define BN	64
-#define BK	32
-#define SK	(BK + 8)	/* shared row pitch: spreads the banks */
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 {
@@ -258,38 +42,383 @@ __device__ __forceinline__ void mma16816(float *c, const uint32_t *a,
 #endif
 }
 
-/* 16 weights of row @n from @k into shared, as bf16 (INT8 exact). */
+/*
+ * Decode on the tensor cores. A warp owns 16 rows of each matrix it
+ * streams (the mma's M) and the group's slots, 8 per mma, are its N; a
+ * lane of quad tq reads 16 bytes of rows gq and gq + 8 per step, so four
+ * lanes cover 64 contiguous bytes of a row. The dot product does not care
+ * in which order k is summed: the mma's k positions of a lane are the
+ * consecutive k of its vector, and the activations are read at the same
+ * k, so no shuffling is needed on either side.
+ */
+template <int Q> struct mv;
+
+/* bf16: 8 k per vector, the weights are the mma's words as they come */
+template <> struct mv<GPU_Q_BF16> {
+	static constexpr int KV = 8, W = 4;
+	static __device__ __forceinline__ size_t row_bytes(int K)
+	{ return (size_t)K * 2; }
+	static __device__ __forceinline__ void cvt(uint4 v, float s, uint32_t *w)
+	{ w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w; }
+	static __device__ __forceinline__ float row_scale(uint64_t sc, int r)
+	{ return 1.0f; }
+	static __device__ __forceinline__ float vec_scale(uint64_t sc, int r,
+		int K, int G, int k) { return 1.0f; }
+};
+
+/*
+ * int8 -> f32 exactly without the quarter-rate I2F: the biased byte goes
+ * under the exponent of 2^23, and 2^23 + 128 comes off again.
+ */
+__device__ __forceinline__ float i8f(uint32_t biased, int j)
+{
+	return __uint_as_float(__byte_perm(biased, 0x4b000000u, 0x7540 | j)) -
+	       8388736.0f;
+}
+
+/* int8: 16 k per vector, exact in bf16; the row scale comes after the sum */
+template <> struct mv<GPU_Q_INT8> {
+	static constexpr int KV = 16, W = 8;
+	static __device__ __forceinline__ size_t row_bytes(int K)
+	{ return (size_t)K; }
+	static __device__ __forceinline__ void cvt(uint4 v, float s, uint32_t *w)
+	{
+		uint32_t c[4] = { v.x, v.y, v.z, v.w };
+
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			uint32_t b = c[i] ^ 0x80808080u;
+
+			w[2 * i] = pack_bf16(i8f(b, 0), i8f(b, 1));
+			w[2 * i + 1] = pack_bf16(i8f(b, 2), i8f(b, 3));
+		}
+	}
+	static __device__ __forceinline__ float row_scale(uint64_t sc, int r)
+	{ return __ldg((const float *)sc + r); }
+	static __device__ __forceinline__ float vec_scale(uint64_t sc, int r,
+		int K, int G, int k) { return 1.0f; }
+};
+
+/*
+ * int4: 32 k per vector, all in one group (G >= 32 and aligned), so the
+ * group scale is applied to the weights before they round to bf16, as
+ * the prefill tiles do. A nibble under the exponent of 2^23 gives 2^23 + q.
+ */
+template <> struct mv<GPU_Q_INT4> {
+	static constexpr int KV = 32, W = 16;
+	static __device__ __forceinline__ size_t row_bytes(int K)
+	{ return (size_t)K / 2; }
+	static __device__ __forceinline__ void cvt(uint4 v, float s, uint32_t *w)
+	{
+		uint32_t c[4] = { v.x, v.y, v.z, v.w };
+
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				uint32_t b = c[i] >> (8 * j);
+				float lo = __uint_as_float(0x4b000000u | (b & 15)) -
+					   8388616.0f;
+				float hi = __uint_as_float(0x4b000000u |
+							   ((b >> 4) & 15)) -
+					   8388616.0f;
+
+				w[4 * i + j] = pack_bf16(lo * s, hi * s);
+			}
+		}
+	}
+	static __device__ __forceinline__ float row_scale(uint64_t sc, int r)
+	{ return 1.0f; }
+	static __device__ __forceinline__ float vec_scale(uint64_t sc, int r,
+		int K, int G, int k)
+	{ return __ldg((const float *)sc + (size_t)r * (K / G) + k / G); }
+};
+
+/* @n (a multiple of 8) activations of row @p from @k as bf16 pairs; zeros
+ * for a slot past the group's end (@p NULL). */
+__device__ __forceinline__ void act_words(const void *p, bool bf16, size_t k,
+					  int n, uint32_t *w)
+{
+	for (int i = 0; i < n; i += 8) {
+		uint32_t *o = w + i / 2;
+
+		if (!p) {
+			o[0] = o[1] = o[2] = o[3] = 0;
+		} else if (bf16) {
+			uint4 v = __ldg((const uint4 *)((const uint16_t *)p +
+							k + i));
+
+			o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
+		} else {
+			const float4 *f = (const float4 *)((const float *)p +
+							   k + i);
+			float4 a = __ldg(f), b = __ldg(f + 1);
+
+			o[0] = pack_bf16(a.x, a.y);
+			o[1] = pack_bf16(a.z, a.w);
+			o[2] = pack_bf16(b.x, b.y);
+			o[3] = pack_bf16(b.z, b.w);
+		}
+	}
+}
+
+/*
+ * acc (rows gq, gq + 8 x slots 2tq, 2tq + 1) += one vector of rows lo and
+ * hi times the activations @x at the same k: W / 2 mma of k 16.
+ */
 template <int Q>
-__device__ __forceinline__ void tile_w(uint16_t *dst, uint64_t base,
-				       uint64_t sc, int n, int K, int G, int k)
+__device__ __forceinline__ void mv_mma(float *acc, uint4 lo, uint4 hi,
+				       float slo, float shi, const uint32_t *x)
+{
+	uint32_t wl[mv<Q>::W], wh[mv<Q>::W];
+
+	mv<Q>::cvt(lo, slo, wl);
+	mv<Q>::cvt(hi, shi, wh);
+#pragma unroll
+	for (int i = 0; i < mv<Q>::W; i += 2) {
+		uint32_t a[4] = { wl[i], wh[i], wl[i + 1], wh[i + 1] };
+
+		mma16816(acc, a, x[i], x[i + 1]);
+	}
+}
+
+/*
+ * One warp's pass over 16 rows of NM matrices (gate and up, or down) for
+ * up to 8 slots from @s0: acc[m] gets rows (gq, gq + 8) x slots (2tq,
+ * 2tq + 1) of matrix m. @xrow: this lane's slot's activations (slot s0 +
+ * gq), NULL past the group's end.
+ */
+template <int Q, int NM>
+__device__ __forceinline__ void mv_pass(const uint8_t *const *wrow,
+					const uint64_t *sc, int r, int K, int G,
+					const void *xrow, bool xbf16,
+					float (*acc)[4])
+{
+	typedef mv<Q> M;
+	constexpr int U = Q == GPU_Q_INT4 ? MV_UNROLL / 2 : MV_UNROLL;
+	int lane = threadIdx.x & 31, tq = lane & 3;
+	int steps = (int)(M::row_bytes(K) / 64);
+	size_t hi_off = 8 * M::row_bytes(K);
+
+	for (int st = 0; st < steps; st += U) {
+		uint4 lo[U][NM], hi[U][NM];
+
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			if (st + u >= steps)
+				break;
+#pragma unroll
+			for (int m = 0; m < NM; m++) {
+				const uint4 *p = (const uint4 *)wrow[m] +
+						 (st + u) * 4 + tq;
+
+				lo[u][m] = __ldcs(p);
+				hi[u][m] = __ldcs((const uint4 *)((const uint8_t *)p +
+								  hi_off));
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int k = ((st + u) * 4 + tq) * M::KV;
+			uint32_t x[M::W];
+
+			if (st + u >= steps)
+				break;
+			act_words(xrow, xbf16, k, M::KV, x);
+#pragma unroll
+			for (int m = 0; m < NM; m++)
+				mv_mma<Q>(acc[m], lo[u][m], hi[u][m],
+					  M::vec_scale(sc[m], r, K, G, k),
+					  M::vec_scale(sc[m], r + 8, K, G, k),
+					  x);
+		}
+	}
+}
+
+/*
+ * Decode gate+up: a = silu(gate . x) * (up . x) for each slot of the
+ * group, 16 rows per warp. grid (I / (16 MV_WARPS), n_groups).
+ */
+template <int Q>
+__device__ void gu_gemv(const struct gpu_ffn_args &a)
+{
+	typedef mv<Q> M;
+	const struct gpu_group *g = (const struct gpu_group *)a.groups +
+				    blockIdx.y;
+	int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+	int r0 = (blockIdx.x * MV_WARPS + (threadIdx.x >> 5)) * 16;
+	int K = a.H;
+	const uint8_t *w[2];
+	uint64_t sc[2] = { g->s[0], g->s[1] };
+
+	if (r0 >= (int)a.I)
+		return;
+	w[0] = (const uint8_t *)g->w[0] + (size_t)(r0 + gq) * M::row_bytes(K);
+	w[1] = (const uint8_t *)g->w[1] + (size_t)(r0 + gq) * M::row_bytes(K);
+	for (uint32_t s0 = 0; s0 < g->m; s0 += 8) {
+		float acc[2][4] = { };
+		const void *xrow = NULL;
+
+		if (s0 + gq < g->m)
+			xrow = (const char *)a.x + (size_t)((const int *)
+				a.slot_tok)[g->slot0 + s0 + gq] * K *
+				(a.x_bf16 ? 2 : 4);
+		mv_pass<Q, 2>(w, sc, r0 + gq, K, a.group, xrow, a.x_bf16, acc);
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			int r = r0 + gq + (e >> 1) * 8;
+			uint32_t s = s0 + 2 * tq + (e & 1);
+			float gv = acc[0][e] * M::row_scale(sc[0], r);
+			float uv = acc[1][e] * M::row_scale(sc[1], r);
+
+			if (s < g->m)
+				((float *)a.a)[(size_t)(g->slot0 + s) * a.I + r] =
+					silu(gv) * uv;
+		}
+	}
+}
+
+/* Decode down: ypart = w * (down . a), 16 rows per warp. grid (H / (16 MV_WARPS), n_groups). */
+template <int Q>
+__device__ void down_gemv(const struct gpu_ffn_args &a)
+{
+	typedef mv<Q> M;
+	const struct gpu_group *g = (const struct gpu_group *)a.groups +
+				    blockIdx.y;
+	int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+	int r0 = (blockIdx.x * MV_WARPS + (threadIdx.x >> 5)) * 16;
+	int K = a.I;
+	const uint8_t *w[1];
+	uint64_t sc[1] = { g->s[2] };
+
+	if (r0 >= (int)a.H)
+		return;
+	w[0] = (const uint8_t *)g->w[2] + (size_t)(r0 + gq) * M::row_bytes(K);
+	for (uint32_t s0 = 0; s0 < g->m; s0 += 8) {
+		float acc[1][4] = { };
+		const void *arow = NULL;
+
+		if (s0 + gq < g->m)
+			arow = (const float *)a.a + (size_t)(g->slot0 + s0 + gq) * K;
+		mv_pass<Q, 1>(w, sc, r0 + gq, K, a.group, arow, false, acc);
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			int r = r0 + gq + (e >> 1) * 8;
+			uint32_t s = s0 + 2 * tq + (e & 1);
+			uint32_t slot = g->slot0 + s;
+
+			if (s < g->m)
+				((float *)a.ypart)[(size_t)slot * a.H + r] =
+					acc[0][e] * M::row_scale(sc[0], r) *
+					((const float *)a.slot_w)[slot];
+		}
+	}
+}
+
+/* ---- prefill: bf16 mma.sync m16n8k16 tiles --------------------------------- */
+
+#define BM	64
+#define BN	64
+#define BK	32
+#define SK	(BK + 8)	/* shared row pitch: spreads the banks */
+
+/*
+ * The global side of one tile row: 16 weights of row @n from @k as they
+ * are stored (and the INT4 group's scale), or 16 activations. Loaded a
+ * slice ahead and stored to shared (tile_st) after the slice's mma, so
+ * the loads' latency overlaps the tensor work.
+ */
+struct tile_raw {
+	uint4 v[4];
+	float s;
+};
+
+template <int Q>
+__device__ __forceinline__ void tile_ld(struct tile_raw *r, uint64_t base,
+					uint64_t sc, int n, int K, int G, int k)
+{
+	if (Q == GPU_Q_BF16) {
+		const uint4 *p = (const uint4 *)((const uint16_t *)base +
+						 (size_t)n * K + k);
+
+		r->v[0] = __ldcs(p);
+		r->v[1] = __ldcs(p + 1);
+	} else if (Q == GPU_Q_INT8) {
+		r->v[0] = __ldcs((const uint4 *)((const int8_t *)base +
+						 (size_t)n * K + k));
+	} else {
+		uint2 v = __ldcs((const uint2 *)((const uint8_t *)base +
+						 ((size_t)n * K + k) / 2));
+
+		r->v[0].x = v.x;
+		r->v[0].y = v.y;
+		r->s = __ldg((const float *)sc + (size_t)n * (K / G) + k / G);
+	}
+}
+
+/* 16 weights of tile_ld() into shared as bf16 (INT8 exact). */
+template <int Q>
+__device__ __forceinline__ void tile_st(uint16_t *dst, const struct tile_raw *r)
 {
 	uint32_t *d = (uint32_t *)dst;
 
 	if (Q == GPU_Q_BF16) {
-		const uint4 *p = (const uint4 *)((const uint16_t *)base +
-						 (size_t)n * K + k);
-		uint4 v0 = __ldg(p), v1 = __ldg(p + 1);
-
-		d[0] = v0.x; d[1] = v0.y; d[2] = v0.z; d[3] = v0.w;
-		d[4] = v1.x; d[5] = v1.y; d[6] = v1.z; d[7] = v1.w;
+		d[0] = r->v[0].x; d[1] = r->v[0].y;
+		d[2] = r->v[0].z; d[3] = r->v[0].w;
+		d[4] = r->v[1].x; d[5] = r->v[1].y;
+		d[6] = r->v[1].z; d[7] = r->v[1].w;
 	} else if (Q == GPU_Q_INT8) {
-		uint4 v = __ldg((const uint4 *)((const int8_t *)base +
-						(size_t)n * K + k));
-		const int8_t *b = (const int8_t *)&v;
+		const int8_t *b = (const int8_t *)&r->v[0];
 
 #pragma unroll
 		for (int i = 0; i < 8; i++)
 			d[i] = pack_bf16(b[2 * i], b[2 * i + 1]);
 	} else {
-		uint2 v = __ldg((const uint2 *)((const uint8_t *)base +
-						((size_t)n * K + k) / 2));
-		const uint8_t *b = (const uint8_t *)&v;
-		float s = __ldg((const float *)sc + (size_t)n * (K / G) + k / G);
+		const uint8_t *b = (const uint8_t *)&r->v[0];
 
 #pragma unroll
 		for (int i = 0; i < 8; i++)
-			d[i] = pack_bf16(((int)(b[i] & 15) - 8) * s,
-					 ((int)(b[i] >> 4) - 8) * s);
+			d[i] = pack_bf16(((int)(b[i] & 15) - 8) * r->s,
+					 ((int)(b[i] >> 4) - 8) * r->s);
+	}
+}
+
+/* 16 activations of row @p from @k (f32 or bf16), zeros without a row */
+__device__ __forceinline__ void act_ld(struct tile_raw *r, const void *p,
+				       bool bf16, int k)
+{
+	if (!p) {
+		r->v[0] = r->v[1] = r->v[2] = r->v[3] = make_uint4(0, 0, 0, 0);
+	} else if (bf16) {
+		const uint4 *q = (const uint4 *)((const uint16_t *)p + k);
+
+		r->v[0] = __ldg(q);
+		r->v[1] = __ldg(q + 1);
+	} else {
+		const uint4 *q = (const uint4 *)((const float *)p + k);
+
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			r->v[i] = __ldg(q + i);
+	}
+}
+
+__device__ __forceinline__ void act_st(uint16_t *dst, const struct tile_raw *r,
+				       bool bf16)
+{
+	uint32_t *d = (uint32_t *)dst;
+
+	if (bf16) {
+		d[0] = r->v[0].x; d[1] = r->v[0].y;
+		d[2] = r->v[0].z; d[3] = r->v[0].w;
+		d[4] = r->v[1].x; d[5] = r->v[1].y;
+		d[6] = r->v[1].z; d[7] = r->v[1].w;
+	} else {
+		const float *f = (const float *)r->v;
+
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			d[i] = pack_bf16(f[2 * i], f[2 * i + 1]);
 	}
 }
 
@@ -327,27 +456,28 @@ __device__ void ffn_mma(const struct gpu_ffn_args &a)
 				((const int *)a.slot_tok)[slot] * a.H *
 				(abf16 ? 2 : 4);
 	}
+	struct tile_raw ra, rb[2];
+
+	act_ld(&ra, arow, abf16, lh);
+	for (int b = 0; b < nb; b++) {
+		int mat = DOWN ? 2 : b;
+
+		tile_ld<Q>(&rb[b], g->w[mat], g->s[mat], n0 + lr, K, a.group, lh);
+	}
 	for (int k0 = 0; k0 < K; k0 += BK) {
-		float av[16];
-		uint32_t *ad = (uint32_t *)&As[lr][lh];
-
-		if (arow) {
-			load_act(arow, abf16, k0 + lh, 16, av);
-#pragma unroll
-			for (int i = 0; i < 8; i++)
-				ad[i] = pack_bf16(av[2 * i], av[2 * i + 1]);
-		} else {
-#pragma unroll
-			for (int i = 0; i < 8; i++)
-				ad[i] = 0;
-		}
-		for (int b = 0; b < nb; b++) {
-			int mat = DOWN ? 2 : b;
-
-			tile_w<Q>(&Bs[b][lr][lh], g->w[mat], g->s[mat],
-				  n0 + lr, K, a.group, k0 + lh);
-		}
+		act_st(&As[lr][lh], &ra, abf16);
+		for (int b = 0; b < nb; b++)
+			tile_st<Q>(&Bs[b][lr][lh], &rb[b]);
 		__syncthreads();
+		if (k0 + BK < K) {
+			act_ld(&ra, arow, abf16, k0 + BK + lh);
+			for (int b = 0; b < nb; b++) {
+				int mat = DOWN ? 2 : b;
+
+				tile_ld<Q>(&rb[b], g->w[mat], g->s[mat],
+					   n0 + lr, K, a.group, k0 + BK + lh);
+			}
+		}
 #pragma unroll
 		for (int ks = 0; ks < BK; ks += 16) {
 			uint32_t af[2][4];

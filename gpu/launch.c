@@ -7,7 +7,7 @@
 
 #include "gpu/gpu.h"
 
-#define GEMV_WARPS	8	/* ffn.cu WARPS */
+#define GEMV_WARPS	2	/* ffn.cu MV_WARPS: 16 rows each */
 #define MMA_TILE	64	/* ffn.cu BM, BN */
 
 static int fn_index(enum kt_quant q)
@@ -51,12 +51,13 @@ int gpu_ffn_launch(struct gpu_dev *d, enum kt_quant q,
 	} else {
 		gu = d->fn[GPU_FN_GU_GEMV_INT8 + qi];
 		down = d->fn[GPU_FN_DOWN_GEMV_INT8 + qi];
-		ret = gpu_check(d, d->cu.launch_kernel(gu, a->I / GEMV_WARPS,
+		ret = gpu_check(d, d->cu.launch_kernel(gu,
+				a->I / (16 * GEMV_WARPS),
 				a->n_groups, 1, 32 * GEMV_WARPS, 1, 1, 0, s,
 				params, NULL), "launch gate+up");
 		if (!ret)
 			ret = gpu_check(d, d->cu.launch_kernel(down,
-					a->H / GEMV_WARPS, a->n_groups, 1,
+					a->H / (16 * GEMV_WARPS), a->n_groups, 1,
 					32 * GEMV_WARPS, 1, 1, 0, s, params,
 					NULL), "launch down");
 	}
