@@ -13,7 +13,7 @@
 #include "gpu/ffn-abi.h"
 #include "gpu/layout.h"
 
-#define MV_WARPS	2	/* decode: warps per block, 16 rows of each matrix each */
+#define MV_SPLIT	2	/* decode: warps per block, each a share of K of the same 16 rows */
 #define MV_UNROLL	4	/* decode: 16-byte vectors per row a lane has in flight */
 
 __device__ __forceinline__ float silu(float g)
@@ -196,16 +196,18 @@ __device__ __forceinline__ void mv_pass(const uint8_t *const *wrow,
 {
 	typedef mv<Q> M;
 	constexpr int U = Q == GPU_Q_INT4 ? MV_UNROLL / 2 : MV_UNROLL;
-	int lane = threadIdx.x & 31, tq = lane & 3;
+	int lane = threadIdx.x & 31, tq = lane & 3, w = threadIdx.x >> 5;
 	int steps = (int)(M::row_bytes(K) / 64);
+	/* this warp's share of the row's 64-byte steps */
+	int st1 = steps * (w + 1) / MV_SPLIT;
 	size_t hi_off = 8 * M::row_bytes(K);
 
-	for (int st = 0; st < steps; st += U) {
+	for (int st = steps * w / MV_SPLIT; st < st1; st += U) {
 		uint4 lo[U][NM], hi[U][NM];
 
 #pragma unroll
 		for (int u = 0; u < U; u++) {
-			if (st + u >= steps)
+			if (st + u >= st1)
 				break;
 #pragma unroll
 			for (int m = 0; m < NM; m++) {
@@ -222,7 +224,7 @@ __device__ __forceinline__ void mv_pass(const uint8_t *const *wrow,
 			int k = ((st + u) * 4 + tq) * M::KV;
 			uint32_t x[M::W];
 
-			if (st + u >= steps)
+			if (st + u >= st1)
 				break;
 			act_words(xrow, xbf16, k, M::KV, x);
 #pragma unroll
@@ -236,8 +238,34 @@ __device__ __forceinline__ void mv_pass(const uint8_t *const *wrow,
 }
 
 /*
+ * The MV_SPLIT warps' shares of K summed into warp 0's acc, in warp order
+ * (through shared memory). True on warp 0, which goes on to the epilogue.
+ */
+template <int NM>
+__device__ __forceinline__ bool mv_reduce(float (*acc)[4])
+{
+	__shared__ float part[MV_SPLIT - 1][NM][4][32];
+	int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+	if (w)
+		for (int m = 0; m < NM; m++)
+			for (int e = 0; e < 4; e++)
+				part[w - 1][m][e][lane] = acc[m][e];
+	__syncthreads();
+	if (!w)
+		for (int j = 0; j < MV_SPLIT - 1; j++)
+			for (int m = 0; m < NM; m++)
+				for (int e = 0; e < 4; e++)
+					acc[m][e] += part[j][m][e][lane];
+	/* part is written again by the next pass of slots */
+	__syncthreads();
+	return !w;
+}
+
+/*
  * Decode gate+up: a = silu(gate . x) * (up . x) for each slot of the
- * group, 16 rows per warp. grid (I / (16 MV_WARPS), n_groups).
+ * group; a block of MV_SPLIT warps per 16 rows, each warp a share of K.
+ * grid (I / 16, n_groups).
  */
 template <int Q>
 __device__ void gu_gemv(const struct gpu_ffn_args &a)
@@ -246,7 +274,7 @@ __device__ void gu_gemv(const struct gpu_ffn_args &a)
 	const struct gpu_group *g = (const struct gpu_group *)a.groups +
 				    blockIdx.y;
 	int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-	int r0 = (blockIdx.x * MV_WARPS + (threadIdx.x >> 5)) * 16;
+	int r0 = blockIdx.x * 16;
 	int K = a.H;
 	const uint8_t *w[2];
 	uint64_t sc[2] = { g->s[0], g->s[1] };
@@ -264,6 +292,8 @@ __device__ void gu_gemv(const struct gpu_ffn_args &a)
 				a.slot_tok)[g->slot0 + s0 + gq] * K *
 				(a.x_bf16 ? 2 : 4);
 		mv_pass<Q, 2>(w, sc, r0 + gq, K, a.group, xrow, a.x_bf16, acc);
+		if (!mv_reduce<2>(acc))
+			continue;
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
 			int r = r0 + gq + (e >> 1) * 8;
@@ -278,7 +308,7 @@ __device__ void gu_gemv(const struct gpu_ffn_args &a)
 	}
 }
 
-/* Decode down: ypart = w * (down . a), 16 rows per warp. grid (H / (16 MV_WARPS), n_groups). */
+/* Decode down: ypart = w * (down . a), 16 rows per block. grid (H / 16, n_groups). */
 template <int Q>
 __device__ void down_gemv(const struct gpu_ffn_args &a)
 {
@@ -286,7 +316,7 @@ __device__ void down_gemv(const struct gpu_ffn_args &a)
 	const struct gpu_group *g = (const struct gpu_group *)a.groups +
 				    blockIdx.y;
 	int lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-	int r0 = (blockIdx.x * MV_WARPS + (threadIdx.x >> 5)) * 16;
+	int r0 = blockIdx.x * 16;
 	int K = a.I;
 	const uint8_t *w[1];
 	uint64_t sc[1] = { g->s[2] };
@@ -301,6 +331,8 @@ __device__ void down_gemv(const struct gpu_ffn_args &a)
 		if (s0 + gq < g->m)
 			arow = (const float *)a.a + (size_t)(g->slot0 + s0 + gq) * K;
 		mv_pass<Q, 1>(w, sc, r0 + gq, K, a.group, arow, false, acc);
+		if (!mv_reduce<1>(acc))
+			continue;
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
 			int r = r0 + gq + (e >> 1) * 8;

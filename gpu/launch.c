@@ -7,7 +7,7 @@
 
 #include "gpu/gpu.h"
 
-#define GEMV_WARPS	2	/* ffn.cu MV_WARPS: 16 rows each */
+#define GEMV_WARPS	2	/* ffn.cu MV_SPLIT: per 16 rows */
 #define MMA_TILE	64	/* ffn.cu BM, BN */
 
 static int fn_index(enum kt_quant q)
@@ -52,12 +52,12 @@ int gpu_ffn_launch(struct gpu_dev *d, enum kt_quant q,
 		gu = d->fn[GPU_FN_GU_GEMV_INT8 + qi];
 		down = d->fn[GPU_FN_DOWN_GEMV_INT8 + qi];
 		ret = gpu_check(d, d->cu.launch_kernel(gu,
-				a->I / (16 * GEMV_WARPS),
+				a->I / 16,
 				a->n_groups, 1, 32 * GEMV_WARPS, 1, 1, 0, s,
 				params, NULL), "launch gate+up");
 		if (!ret)
 			ret = gpu_check(d, d->cu.launch_kernel(down,
-					a->H / (16 * GEMV_WARPS), a->n_groups, 1,
+					a->H / 16, a->n_groups, 1,
 					32 * GEMV_WARPS, 1, 1, 0, s, params,
 					NULL), "launch down");
 	}
