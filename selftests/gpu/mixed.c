@@ -209,8 +209,11 @@ TEST_F(mixed, split_matches_reference)
 
 		op_init(&p, Ts[i], 7 + i);
 		l0 = v->s.launches();
+		kt_model_route_reset(v->m);
 		ASSERT_EQ(op_run(v, &p, 0), 0);
 		EXPECT_GT(v->s.launches(), l0);
+		/* the routes of both devices' experts are counted */
+		EXPECT_TRUE(routes_match(v, &p));
 		e = op_err(v, &p, NULL);
 		TH_LOG("T=%u rel MAE %.4f", Ts[i], e);
 		EXPECT_LE(e, tol_of(variant->q));
