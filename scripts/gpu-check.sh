@@ -4,18 +4,22 @@
 # a GPU, in one run (under 8 minutes on a fresh H200 box): the machine,
 # the build (nvcc fatbin), the GPU selftests (stand-in and real device),
 # and a short `kt bench --gpu`. Prints all a closing note needs.
-# Usage: scripts/gpu-check.sh [-j N] [--prebuilt DIR]   (run from anywhere)
+# Usage: scripts/gpu-check.sh [-j N] [--prebuilt DIR] [--baseline DIR]
+# (run from anywhere)
 # --prebuilt DIR: run what scripts/gpu-pack.sh put in DIR instead of
 # building (for a GPU box with no package access or no liburing).
+# --baseline DIR: the same kt bench --gpu with DIR/kt (gpu-pack.sh --base)
+# right after, on the same machine.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 jobs=$(nproc 2>/dev/null || echo 4)
-pre=""
+pre="" base=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	-j) jobs=$2; shift 2 ;;
 	--prebuilt) pre=${2%/}; shift 2 ;;
-	*) echo "usage: $0 [-j N] [--prebuilt DIR]" >&2; exit 2 ;;
+	--baseline) base=${2%/}; shift 2 ;;
+	*) echo "usage: $0 [-j N] [--prebuilt DIR] [--baseline DIR]" >&2; exit 2 ;;
 	esac
 done
 t0=$(date +%s)
@@ -70,6 +74,12 @@ KT_SELFTEST_TIMEOUT=240 scripts/run-selftests.sh --kt "$kt" $bins || status=1
 step "kt bench --gpu (qwen3-30b-a3b shapes)"
 timeout 330 "$kt" bench --gpu -p qwen3-30b-a3b -T 1,32,512 --min-ms 200 ||
 	status=1
+
+if [ -n "$base" ]; then
+	step "baseline $base/kt bench --gpu (same arguments)"
+	timeout 330 "$base/kt" bench --gpu -p qwen3-30b-a3b -T 1,32,512 \
+		--min-ms 200 || status=1
+fi
 
 # the op times above include the host and the copies; the kernels alone,
 # where Nsight Compute is installed (bf16, the first 40 expert kernels)

@@ -4,9 +4,24 @@
 # with the shared libraries they need beyond glibc, into one folder that
 # travels to a GPU box which cannot install packages or build kt itself:
 # there, `scripts/gpu-check.sh --prebuilt DIR` runs them.
-# Usage: scripts/gpu-pack.sh [DIR]   (default build/gpu-pack)
+# Usage: scripts/gpu-pack.sh [--base REF DIR] [DIR]   (default build/gpu-pack)
+# --base REF DIR: also build git revision REF (a clean worktree) and put
+# its kt alone into DIR, for `gpu-check.sh --baseline DIR` (an A/B of the
+# kernels on one machine, e.g. against tag gpu-kernels-h100).
 set -eu
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--base" ]; then
+	ref=$2 bdir=$3
+	shift 3
+	wt=$(mktemp -d /tmp/kt-base.XXXXXX)
+	git worktree add -q --detach "$wt" "$ref"
+	make -C "$wt" -j"$(nproc)" build/kt >/dev/null
+	rm -rf "$bdir"
+	mkdir -p "$bdir/lib"
+	strip -o "$bdir/kt" "$wt/build/kt"
+	git worktree remove --force "$wt"
+	echo "baseline $ref: $bdir/kt"
+fi
 dir=${1:-build/gpu-pack}
 # every selftest of the two GPU folders, by its source's name
 tests=$(ls selftests/gpu/*.c selftests/gpu/*.cc selftests/gpu-device/*.c |
