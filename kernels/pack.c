@@ -948,12 +948,52 @@ static int add_range(struct kern_range *r, int n, size_t off, size_t len)
 	return n + 1;
 }
 
+/*
+ * How the scale part of matrix @id follows the nodes' slices of inter (the
+ * rows of gate and up, the k of down): in blocks of @rb along it, @ub bytes
+ * each, in order. False when each node reads all of it (scales per row of
+ * down, or a k-major part of gate/up where a node's rows are strided).
+ */
+static bool scale_split(const struct kern_pack_layout *l, unsigned int id,
+			unsigned int *rb, size_t *ub)
+{
+	enum kt_quant q = id == KERN_MAT_DOWN ? l->quant_down : l->quant;
+	unsigned int group = id == KERN_MAT_DOWN ? l->group_down : l->group;
+	unsigned int H = l->hidden;	/* gate/up's K, down's N */
+
+	if (id != KERN_MAT_DOWN) {
+		/* [I] per row, [I/16][H/256] records, [I/128][H/128] blocks */
+		if (q == KT_QUANT_INT8 ||
+		    (q == KT_QUANT_FP8 && group == KERN_FP8_CHANNEL)) {
+			*rb = 1;
+			*ub = 4;
+		} else if (kern_quant_is_k(q)) {
+			*rb = KERN_QK_REC_ROWS;
+			*ub = (size_t)(H / KERN_Q4_K_SUPER) *
+			      kern_qk_rec_bytes(q);
+		} else if (q == KT_QUANT_FP8) {
+			*rb = KERN_FP8_BLOCK;
+			*ub = (size_t)(H / KERN_FP8_BLOCK) * 4;
+		} else {
+			return false;
+		}
+		return true;
+	}
+	/* down's [I/G][H] groups: a node's k are whole groups of rows */
+	if (q == KT_QUANT_INT4 || q == KT_QUANT_Q8_0 || q == KT_QUANT_MXFP4) {
+		*rb = group;
+		*ub = (size_t)H * (q == KT_QUANT_MXFP4 ? 1 : 4);
+		return true;
+	}
+	return false;
+}
+
 int kern_pack_node_ranges(const struct kern_pack_layout *l,
 			  unsigned int n_nodes, unsigned int node,
 			  struct kern_range ranges[KERN_PACK_MAX_RANGES])
 {
-	unsigned int i0, i1, i;
-	size_t row_bytes, chunk_bytes;
+	unsigned int i0, i1, i, rb;
+	size_t row_bytes, chunk_bytes, ub;
 	int n = 0;
 
 	kern_node_slice(l->inter, l->kc, n_nodes, node, &i0, &i1);
@@ -966,17 +1006,23 @@ int kern_pack_node_ranges(const struct kern_pack_layout *l,
 	n = add_range(ranges, n, l->tiles_off[KERN_MAT_DOWN] +
 		      (size_t)(i0 / l->kc) * chunk_bytes,
 		      (size_t)((i1 - i0) / l->kc) * chunk_bytes);
-	if (l->quant == KT_QUANT_INT8) {
-		for (i = KERN_MAT_GATE; i <= KERN_MAT_UP; i++)
-			n = add_range(ranges, n, l->scales_off[i] + i0 * 4,
-				      (size_t)(i1 - i0) * 4);
-		if (node == 0)
-			n = add_range(ranges, n, l->scales_off[KERN_MAT_DOWN],
-				      l->scales_bytes[KERN_MAT_DOWN]);
-	} else if (node == 0) {
-		for (i = KERN_MAT_GATE; i <= KERN_MAT_DOWN; i++)
-			n = add_range(ranges, n, l->scales_off[i],
-				      l->scales_bytes[i]);
+	for (i = KERN_MAT_GATE; i <= KERN_MAT_DOWN; i++) {
+		size_t a, b;
+
+		if (!l->scales_bytes[i])
+			continue;
+		/* slices are whole KC chunks: whole scale blocks too */
+		if (!scale_split(l, i, &rb, &ub) || l->kc % rb) {
+			if (node == 0)
+				n = add_range(ranges, n, l->scales_off[i],
+					      l->scales_bytes[i]);
+			continue;
+		}
+		a = (size_t)(i0 / rb) * ub;
+		/* the last node takes the padding after the last block */
+		b = node + 1 == n_nodes ? l->scales_bytes[i] :
+			(size_t)(i1 / rb) * ub;
+		n = add_range(ranges, n, l->scales_off[i] + a, b - a);
 	}
 	return n;
 }

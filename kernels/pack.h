@@ -197,9 +197,12 @@ static inline void kern_node_slice(unsigned int inter, unsigned int kc,
 
 /*
  * kern_pack_node_ranges() - the byte ranges of an expert blob that node
- *	@node of @n_nodes reads: its slices of the gate, up and down tiles and,
- *	for INT8, of the gate/up scales. Scales every node reads (INT8 down,
- *	all INT4 scales) are listed for node 0 only. Empty ranges are omitted.
+ *	@node of @n_nodes reads: its slices of the gate, up and down tiles and
+ *	of every scale part laid out along them (gate/up scales per row, per
+ *	record or per 128-row block; down scales per k group). Scale parts
+ *	that every node reads, or whose slices are strided (down's per-row and
+ *	per-record scales, gate/up's k-major INT4, Q8_0 and MXFP4 scales), are
+ *	listed for node 0 only. Empty ranges are omitted.
  * Return: number of ranges written (at most KERN_PACK_MAX_RANGES).
  */
 int kern_pack_node_ranges(const struct kern_pack_layout *l,

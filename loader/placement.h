@@ -20,7 +20,8 @@ struct ldr_placement {
  * ldr_placement_init() - the layout of @n_blobs expert blobs of layout @l,
  * @stride bytes apart from byte @start of a region, read by @n_nodes
  * nodes: node index j owns its kern_pack_node_ranges() in every blob.
- * Scales every node reads are listed for node 0 (kern_pack_node_ranges).
+ * Scale parts every node reads, or whose slices are strided, are listed
+ * for node 0 (kern_pack_node_ranges).
  */
 void ldr_placement_init(struct ldr_placement *p,
 			const struct kern_pack_layout *l, unsigned int n_nodes,

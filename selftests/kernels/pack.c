@@ -8,6 +8,8 @@
 
 #include "kt_test.h"
 #include "kernels/fp.h"
+#include "kernels/fp8.h"
+#include "kernels/mxfp4.h"
 #include "kernels/pack.h"
 #include "util.h"
 
@@ -379,6 +381,110 @@ TEST(node_ranges_partition)
 			for (b = 0; b < l.total; b++)
 				ASSERT_EQ(cnt[b], 1);
 			free(cnt);
+		}
+	}
+}
+
+/* The byte of @l's scale part of matrix @id that element (n, k) reads. */
+static size_t scale_byte(const struct kern_pack_layout *l, unsigned int id,
+			 unsigned int n, unsigned int k)
+{
+	bool down = id == KERN_MAT_DOWN;
+	enum kt_quant q = down ? l->quant_down : l->quant;
+	unsigned int N = down ? l->hidden : l->inter;
+	unsigned int K = down ? l->inter : l->hidden;
+	unsigned int g = down ? l->group_down : l->group;
+	static uint8_t base[1];
+	struct kern_qk_rec r;
+
+	switch ((int)q) {
+	case KT_QUANT_INT8:
+		return (size_t)n * 4;
+	case KT_QUANT_INT4:
+	case KT_QUANT_Q8_0:
+		return ((size_t)(k / g) * N + n) * 4;
+	case KT_QUANT_MXFP4:
+		return kern_mxfp4_scale_idx(N, n, k / KERN_MXFP4_GROUP);
+	case KT_QUANT_FP8:
+		return kern_fp8_scale_idx(g, K, n, k) * 4;
+	default:	/* K-quants: the record lane of row n */
+		kern_qk_rec_at(q, base, K, n, k, &r);
+		return (size_t)((uint8_t *)r.d - base);
+	}
+}
+
+/*
+ * Each node's ranges hold the scales of the weights its slice reads
+ * (gate/up rows, down k) wherever the part is laid out along the slice,
+ * else node 0 holds the part: the scales of the rows a node computes sit
+ * in its memory, not node 0's.
+ */
+TEST(node_ranges_hold_their_scales)
+{
+	static const struct {
+		enum kt_quant q, qd;
+		unsigned int group;
+		bool gu_split, down_split;
+	} cs[] = {
+		{ KT_QUANT_INT8, KT_QUANT_INT8, 0, true, false },
+		{ KT_QUANT_INT4, KT_QUANT_INT4, 32, false, true },
+		{ KT_QUANT_INT4, KT_QUANT_INT4, 128, false, true },
+		{ KT_QUANT_FP8, KT_QUANT_FP8, KERN_FP8_BLOCK, true, false },
+		{ KT_QUANT_FP8, KT_QUANT_FP8, KERN_FP8_CHANNEL, true, false },
+		{ KT_QUANT_MXFP4, KT_QUANT_MXFP4, 0, false, true },
+		{ KT_QUANT_Q8_0, KT_QUANT_Q8_0, 32, false, true },
+		{ KT_QUANT_Q4_K, KT_QUANT_Q4_K, 32, true, false },
+		{ KT_QUANT_Q4_K, KT_QUANT_Q6_K, 32, true, false },
+		{ KT_QUANT_Q6_K, KT_QUANT_Q8_0, 32, true, true },
+	};
+	const unsigned int Hh = 512, Ii = 768;	/* six KC chunks */
+	struct kern_range rg[KERN_PACK_MAX_RANGES];
+	struct kern_pack_layout l;
+
+	for (size_t c = 0; c < sizeof(cs) / sizeof(cs[0]); c++) {
+		ASSERT_EQ(kern_pack_layout_mix(cs[c].q, cs[c].qd, Hh, Ii,
+					       cs[c].group, &l), 0);
+		for (unsigned int nn = 1; nn <= 4; nn++) {
+			uint8_t *own = malloc(l.total);
+
+			memset(own, 0xff, l.total);
+			for (unsigned int node = 0; node < nn; node++) {
+				int nr = kern_pack_node_ranges(&l, nn, node, rg);
+
+				for (int j = 0; j < nr; j++)
+					memset(own + rg[j].off, node, rg[j].len);
+			}
+			for (unsigned int node = 0; node < nn; node++) {
+				unsigned int i0, i1, id;
+
+				kern_node_slice(l.inter, l.kc, nn, node, &i0, &i1);
+				for (id = 0; id < 3; id++) {
+					bool dn = id == KERN_MAT_DOWN;
+					bool split = dn ? cs[c].down_split :
+							  cs[c].gu_split;
+					unsigned int want = split ? node : 0;
+					unsigned int N = dn ? Hh : Ii, K = dn ? Ii : Hh;
+
+					/* the slice's first and last row or k,
+					 * over the other dimension's ends */
+					for (unsigned int e = 0; e < 4; e++) {
+						unsigned int s = e & 1 ? i1 - 1 : i0;
+						unsigned int o = e & 2 ? (dn ? N : K) - 1 : 0;
+						unsigned int n = dn ? o : s, k = dn ? s : o;
+						size_t b = l.scales_off[id] +
+							   scale_byte(&l, id, n, k);
+
+						if (i1 == i0)
+							continue;
+						ASSERT_LT(b, l.total);
+						if (own[b] != want)
+							TH_LOG("case %zu, %u nodes, node %u, mat %u, (%u, %u)",
+							       c, nn, node, id, n, k);
+						EXPECT_EQ(own[b], want);
+					}
+				}
+			}
+			free(own);
 		}
 	}
 }
