@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * moe-fp8-avx2.c - FP8 (E4M3) experts on AVX2 + FMA: each half line of a
- * tile (16 rows x a k pair) is widened to f32 exactly, per 8 rows and k
- * parity, and multiplied with the bf16 activations widened the same way;
+ * moe-fp8-avx2.c - FP8 (E4M3) experts on AVX2 + FMA + F16C: each half line
+ * of a tile (16 rows x a k pair) is widened to f32 exactly through f16, per
+ * 8 rows and k parity, and multiplied with the bf16 activations widened;
  * each 128-column scale block's sums are scaled in f32. The variants
  * without AVX-512 BF16 run FP8 here (or on the scalar oracle).
  */
@@ -27,41 +27,32 @@
 #define DOWN_NSUB	1024
 
 /*
- * The byte in bits 0-7 of each lane (higher bits ignored) to its E4M3
- * value in f32, exactly: a normal is the f32 with exponent e + 120 and
- * mantissa m << 20; a subnormal is m * 2^-9, made by a conversion, not by
- * a multiply of a denormal (which DAZ would zero). The NaN encodings read
- * as +-480, as on AVX-512.
- */
-AI __m256 fp8_f32(__m256i b)
-{
-	__m256i mag = _mm256_and_si256(_mm256_slli_epi32(b, 20),
-				       _mm256_set1_epi32(0x07f00000));
-	__m256i nrm = _mm256_add_epi32(mag, _mm256_set1_epi32(120 << 23));
-	__m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b,
-				   _mm256_set1_epi32(7))),
-				   _mm256_set1_ps(0x1p-9f));
-	__m256i is_sub = _mm256_cmpeq_epi32(_mm256_and_si256(b,
-				_mm256_set1_epi32(0x78)), _mm256_setzero_si256());
-	__m256 r = _mm256_blendv_ps(_mm256_castsi256_ps(nrm), sub,
-				    _mm256_castsi256_ps(is_sub));
-	__m256i sign = _mm256_and_si256(_mm256_slli_epi32(b, 24),
-					_mm256_set1_epi32((int)0x80000000u));
-
-	return _mm256_or_ps(r, _mm256_castsi256_ps(sign));
-}
-
-/*
- * Rows 8 * @hi .. + 7 of half line @p: the even-k and odd-k weights. Each
- * row's two bytes are one 16-bit unit, widened to a lane.
+ * Rows 8 * @hi .. + 7 of half line @p (each row's even-k and odd-k byte):
+ * the even-k and odd-k weights, each 2^-8 of its E4M3 value, exactly. An
+ * E4M3 byte's 7 low bits, 7 places up, are an f16 of the same mantissa and
+ * an exponent 8 lower (bias 15 against 7), subnormals included; the sign
+ * goes to bit 15, and F16C widens it. The scales put the 2^8 back
+ * (scale8()). The NaN encodings read as +-480, as on AVX-512.
  */
 AI void fp8_rows(const uint8_t *p, int hi, __m256 *we, __m256 *wo)
 {
-	__m256i d = _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(p +
+	/* u16 lanes r0e r0o r1e r1o ... r7o */
+	__m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const void *)(p +
 							 16 * hi)));
+	__m256i h = _mm256_or_si256(
+		_mm256_slli_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x80)), 8),
+		_mm256_slli_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x7f)), 7));
+	/* per 128-bit lane four evens, then four odds ... */
+	const __m256i sel = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13,
+					     2, 3, 6, 7, 10, 11, 14, 15,
+					     0, 1, 4, 5, 8, 9, 12, 13,
+					     2, 3, 6, 7, 10, 11, 14, 15);
 
-	*we = fp8_f32(d);
-	*wo = fp8_f32(_mm256_srli_epi32(d, 8));
+	h = _mm256_shuffle_epi8(h, sel);
+	/* ... then the eight evens low, the eight odds high */
+	h = _mm256_permute4x64_epi64(h, _MM_SHUFFLE(3, 1, 2, 0));
+	*we = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+	*wo = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
 
 /*
@@ -110,10 +101,13 @@ AI void mk_fp8(const uint8_t *w, const uint8_t *const *x, const int M,
 	}
 }
 
-/* The scales of rows 8 * s .. + 7: the row's own, or the block's. */
+/* The scales of rows 8 * s .. + 7 (the row's own, or the block's) times
+ * the 2^8 that fp8_rows() leaves out: exact, a power of two. */
 AI __m256 scale8(const float *sp, bool chan, unsigned int kb, int s)
 {
-	return chan ? _mm256_loadu_ps(sp + 8 * s) : _mm256_set1_ps(sp[kb]);
+	return chan ? _mm256_mul_ps(_mm256_loadu_ps(sp + 8 * s),
+				    _mm256_set1_ps(256.0f)) :
+		      _mm256_set1_ps(sp[kb] * 256.0f);
 }
 
 /* ---- gate + up ------------------------------------------------------------ */
