@@ -36,21 +36,17 @@
  */
 AI void fp8_rows(const uint8_t *p, int hi, __m256 *we, __m256 *wo)
 {
-	/* u16 lanes r0e r0o r1e r1o ... r7o */
-	__m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const void *)(p +
-							 16 * hi)));
-	__m256i h = _mm256_or_si256(
-		_mm256_slli_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x80)), 8),
-		_mm256_slli_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x7f)), 7));
-	/* per 128-bit lane four evens, then four odds ... */
-	const __m256i sel = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13,
-					     2, 3, 6, 7, 10, 11, 14, 15,
-					     0, 1, 4, 5, 8, 9, 12, 13,
-					     2, 3, 6, 7, 10, 11, 14, 15);
+	/* bytes r0e r0o r1e r1o ... to the eight evens, then the eight odds */
+	const __m128i sel = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14,
+					  1, 3, 5, 7, 9, 11, 13, 15);
+	__m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const void *)(p +
+						     16 * hi)), sel);
+	/* sign-extended, 7 places up: the sign lands in bit 15 and again in
+	 * bit 14, which the mask clears; the magnitude in bits 7-13 */
+	__m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b),
+						       7),
+				     _mm256_set1_epi16((short)0xbf80));
 
-	h = _mm256_shuffle_epi8(h, sel);
-	/* ... then the eight evens low, the eight odds high */
-	h = _mm256_permute4x64_epi64(h, _MM_SHUFFLE(3, 1, 2, 0));
 	*we = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
 	*wo = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
