@@ -54,10 +54,11 @@ AI void fp8_rows(const uint8_t *p, int hi, __m256 *we, __m256 *wo)
 /*
  * One scale block (BT adjacent tiles, 16 rows x 128 columns) of one
  * matrix for M tokens whose bf16 activations of these columns are at x[m]:
- * the f32 dots, fresh, rows 0-7 in o[m][0], rows 8-15 in o[m][1].
+ * the f32 dots, fresh, rows 0-7 in o[m][0], rows 8-15 in o[m][1]. The
+ * block's reads prefetch the same length from @pf on.
  */
-AI void mk_fp8(const uint8_t *w, const uint8_t *const *x, const int M,
-	       __m256 o[][2])
+AI void mk_fp8(const uint8_t *w, const uint8_t *pf, const uint8_t *const *x,
+	       const int M, __m256 o[][2])
 {
 	__m256 acc[MR][2];
 	int m, h, s;
@@ -67,8 +68,7 @@ AI void mk_fp8(const uint8_t *w, const uint8_t *const *x, const int M,
 		acc[m][0] = acc[m][1] = _mm256_setzero_ps();
 	for (h = 0; h < BT * NHALF; h++) {
 		if (!(h & 1))
-			_mm_prefetch((const char *)w + PF_DIST + h * HALF,
-				     _MM_HINT_T0);
+			_mm_prefetch((const char *)pf + h * HALF, _MM_HINT_T0);
 #pragma GCC unroll 2
 		for (s = 0; s < 2; s++) {
 			__m256 we, wo;
@@ -133,13 +133,15 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			xk[m] = x[m] + (size_t)kb * KERN_FP8_BLOCK * 2;
-		mk_fp8(a->gate->tiles + off, xk, M, d);
+		mk_fp8(a->gate->tiles + off, a->gate->tiles + off + PF_DIST,
+		       xk, M, d);
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			for (s = 0; s < 2; s++)
 				g[m][s] = _mm256_fmadd_ps(d[m][s],
 					scale8(sg, chan, kb, s), g[m][s]);
-		mk_fp8(a->up->tiles + off, xk, M, d);
+		mk_fp8(a->up->tiles + off, a->up->tiles + off + PF_DIST, xk, M,
+		       d);
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			for (s = 0; s < 2; s++)
@@ -168,6 +170,33 @@ void kern_gate_up_fp8_avx2(const struct kern_gate_up_args *a)
 
 /* ---- down: chunks outer, output blocks inner, sums in scratch ----------- */
 
+AI const uint8_t *down_block_at(const struct kern_down_args *a,
+				unsigned int c, unsigned int nb)
+{
+	return a->down->tiles + kern_tile_off(kern_tile_kcm(a->N, a->kc,
+					      KERN_TILE_K_FP8, nb, c * BT));
+}
+
+/*
+ * What to prefetch while the block at @t of chunk @c is read: PF_DIST
+ * bytes on in the chunk's run of the call's rows, and past the run's end
+ * the same place in the next call's (@a->next_down, the same rows), as
+ * moe-fp8-avx512.c's down_pf(): the next expert's first blocks of each
+ * chunk arrive while this one ends, not lines of rows no call here reads.
+ */
+AI const uint8_t *down_pf(const struct kern_down_args *a, const uint8_t *t,
+			  unsigned int c)
+{
+	const uint8_t *t0 = down_block_at(a, c, a->n0 / NROW);
+	const size_t len = (size_t)(a->n1 - a->n0) / NROW * BT *
+			   KERN_TILE_BYTES;
+	const size_t o = (size_t)(t - t0) + PF_DIST;
+
+	if (o < len || !a->next_down || o - len >= len)
+		return t + PF_DIST;
+	return a->next_down->tiles + (t0 - a->down->tiles) + (o - len);
+}
+
 AI void down_block(const struct kern_down_args *a, unsigned int i0,
 		   unsigned int ns0, unsigned int ns1, float *part,
 		   const int M)
@@ -188,15 +217,13 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 			x[m] = a->act + (i0 + m) * a->act_stride +
 			       (c - c0) * crow;
 		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
-			const uint8_t *tw = a->down->tiles + kern_tile_off(
-				kern_tile_kcm(a->N, a->kc, KERN_TILE_K_FP8, nb,
-					      c * BT));
+			const uint8_t *tw = down_block_at(a, c, nb);
 			const float *sp = a->down->scales + kern_fp8_scale_idx(
 				a->group, a->K, nb * NROW, c * a->kc);
 			float *pp = part + (nb * NROW - ns0);
 			__m256 r[MR][2];
 
-			mk_fp8(tw, x, M, r);
+			mk_fp8(tw, down_pf(a, tw, c), x, M, r);
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++)
 				for (s = 0; s < 2; s++)
