@@ -114,6 +114,28 @@ struct kern_down_args {
 };
 
 /*
+ * kern_down_pf() - where a down kernel prefetches @dist bytes after @t,
+ *	@t inside one chunk's run of tiles (@t0, @len bytes: the call's rows
+ *	of that chunk): still in the run, @t + @dist; past its end the same
+ *	place of the next call's run (@a->next_down, the same rows), so that
+ *	the next expert's first tiles arrive while this one ends, not lines
+ *	of rows no call of this task reads. NULL past that run too, or
+ *	without a next call: the caller picks what to fetch then.
+ */
+static inline const uint8_t *kern_down_pf(const struct kern_down_args *a,
+					  const uint8_t *t0, size_t len,
+					  const uint8_t *t, size_t dist)
+{
+	size_t o = (size_t)(t - t0) + dist;
+
+	if (o < len)
+		return t + dist;
+	if (!a->next_down || o - len >= len)
+		return NULL;
+	return a->next_down->tiles + (t0 - a->down->tiles) + (o - len);
+}
+
+/*
  * What one quantization offers on one ISA. A NULL @gate_up means "not
  * implemented here". The activation format is private to the variant: only
  * its own kernels read what its act_prepare wrote.

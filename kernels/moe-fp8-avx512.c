@@ -368,25 +368,16 @@ AI const uint8_t *down_at(const struct kern_down_args *a, unsigned int c,
 	return down_block_at(a, c, nb);
 }
 
-/*
- * What to prefetch while the block at @t of chunk @c is read: the block
- * PF_DIST bytes on in the chunk's run of the call's rows, and past the
- * run's end the same place in the next call's (@a->next_down, the same
- * rows; as qk-vec.h's down_pf()), so that the next expert's first blocks
- * of each chunk arrive while this one ends, not lines of rows no call of
- * this task reads.
- */
+/* What to prefetch while the block at @t of chunk @c is read: PF_DIST
+ * bytes on in the chunk's run, or in the next call's (kern_down_pf()). */
 AI const uint8_t *down_pf(const struct kern_down_args *a, const uint8_t *t,
 			  unsigned int c)
 {
-	const uint8_t *t0 = down_block_at(a, c, a->n0 / NROW);
-	const size_t len = (size_t)(a->n1 - a->n0) / NROW * BT *
-			   KERN_TILE_BYTES;
-	const size_t o = (size_t)(t - t0) + PF_DIST;
+	const uint8_t *p = kern_down_pf(a, down_block_at(a, c, a->n0 / NROW),
+					(size_t)(a->n1 - a->n0) / NROW * BT *
+					KERN_TILE_BYTES, t, PF_DIST);
 
-	if (o < len || !a->next_down || o - len >= len)
-		return t + PF_DIST;
-	return a->next_down->tiles + (t0 - a->down->tiles) + (o - len);
+	return p ? p : t + PF_DIST;
 }
 
 /*
