@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/fp.h"
+
 #define KT_CUDA_EMU 1
 
 #define __global__
@@ -69,18 +71,12 @@ static inline void __syncthreads(void)
 
 static inline float __uint_as_float(uint32_t u)
 {
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
+	return kern_bits_f32(u);
 }
 
 static inline uint32_t __float_as_uint(float f)
 {
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
+	return kern_f32_bits(f);
 }
 
 /* glibc declares an __expf of its own */
@@ -100,16 +96,6 @@ static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s)
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 template <typename T> static inline T __ldcs(const T *p) { return *p; }
 
-/* bf16: nearest even, NaN kept quiet */
-static inline uint16_t emu_f2bf(float f)
-{
-	uint32_t u = __float_as_uint(f);
-
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)(u >> 16 | 0x40);
-	return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
-}
-
 struct __nv_bfloat16 {
 	uint16_t x;
 };
@@ -119,17 +105,17 @@ struct __nv_bfloat162 {
 
 static inline __nv_bfloat162 __floats2bfloat162_rn(float lo, float hi)
 {
-	return __nv_bfloat162{ emu_f2bf(lo), emu_f2bf(hi) };
+	return __nv_bfloat162{ kern_f32_to_bf16(lo), kern_f32_to_bf16(hi) };
 }
 
 static inline __nv_bfloat16 __float2bfloat16_rn(float f)
 {
-	return __nv_bfloat16{ emu_f2bf(f) };
+	return __nv_bfloat16{ kern_f32_to_bf16(f) };
 }
 
 static inline float __bfloat162float(__nv_bfloat16 h)
 {
-	return __uint_as_float((uint32_t)h.x << 16);
+	return kern_bf16_to_f32(h.x);
 }
 
 /* ---- warp exchanges ------------------------------------------------------ */
@@ -150,7 +136,7 @@ static inline float __shfl_xor_sync(unsigned int mask, float v, int o)
 
 static inline float emu_bf_half(uint32_t word, int half)
 {
-	return __uint_as_float((half ? word >> 16 : word & 0xffff) << 16);
+	return kern_bf16_to_f32((uint16_t)(half ? word >> 16 : word));
 }
 
 /*

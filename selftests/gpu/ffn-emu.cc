@@ -15,6 +15,7 @@
 extern "C" {
 #include "gpu/gpu.h"	/* C: gpu_ffn_launch() is libkt's */
 }
+#include "../kernels/util.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -176,14 +177,12 @@ static int emu_block_run(unsigned int n)
 
 /* ---- launching the emulated kernels -------------------------------------- */
 
-struct emu_fn {
-	const char *name;
-	void (*run)(void **params);
-};
+/* the kernels a launch can name, by enum gpu_fn_id (the limit probes none) */
+typedef void (*emu_fn)(void **params);
 
-#define FFN(n) { #n, [](void **p) { n(*(const struct gpu_ffn_args *)p[0]); } }
+#define FFN(n) [](void **p) { n(*(const struct gpu_ffn_args *)p[0]); }
 
-static const struct emu_fn emu_fns[GPU_FN_COUNT] = {
+static const emu_fn emu_fns[GPU_FN_COUNT] = {
 	[GPU_FN_GU_GEMV_INT8] = FFN(kt_gu_gemv_int8),
 	[GPU_FN_GU_GEMV_INT4] = FFN(kt_gu_gemv_int4),
 	[GPU_FN_GU_GEMV_BF16] = FFN(kt_gu_gemv_bf16),
@@ -197,10 +196,8 @@ static const struct emu_fn emu_fns[GPU_FN_COUNT] = {
 	[GPU_FN_DOWN_MMA_INT4] = FFN(kt_down_mma_int4),
 	[GPU_FN_DOWN_MMA_BF16] = FFN(kt_down_mma_bf16),
 	[GPU_FN_REDUCE] = FFN(kt_reduce),
-	[GPU_FN_COMBINE] = { "kt_combine", [](void **p) {
-		kt_combine(*(const struct gpu_combine_args *)p[0]); } },
-	[GPU_FN_MMA_PEAK] = { "kt_mma_peak", NULL },
-	[GPU_FN_READ_BW] = { "kt_read_bw", NULL },
+	[GPU_FN_COMBINE] = [](void **p) {
+		kt_combine(*(const struct gpu_combine_args *)p[0]); },
 };
 
 static int launches, bad_launches;
@@ -211,18 +208,18 @@ static CUresult emu_launch(CUfunction f, unsigned int gx, unsigned int gy,
 			   unsigned int bz, unsigned int shmem, CUstream s,
 			   void **params, void **extra)
 {
-	const struct emu_fn *fn = (const struct emu_fn *)f;
+	emu_fn fn = *(const emu_fn *)f;
 	CUresult ret = 0;
 
 	(void)shmem; (void)s; (void)extra;
 	launches++;
-	if (!fn->run || by != 1 || bz != 1 || !bx || bx % 32) {
+	if (!fn || by != 1 || bz != 1 || !bx || bx % 32) {
 		bad_launches++;
 		return 1;	/* CUDA_ERROR_INVALID_VALUE */
 	}
 	blockDim = dim3{ bx, by, bz };
 	gridDim = dim3{ gx, gy, gz };
-	emu.run = fn->run;
+	emu.run = fn;
 	emu.params = params;
 	emu.warps.assign(bx / 32, emu_warp{});
 	if (emu.lanes.size() < bx) {
@@ -265,24 +262,16 @@ static void emu_dev(struct gpu_dev *d)
 
 /* ---- one op on made-up experts ------------------------------------------- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static struct tu_rng rng = { 0x9e3779b97f4a7c15ull };
 
 static uint64_t rnd(void)
 {
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
+	return tu_next(&rng);
 }
 
 static double unif(void)
 {
-	return (double)(rnd() >> 11) * 0x1p-53;
-}
-
-static double bf(uint16_t h)
-{
-	return __uint_as_float((uint32_t)h << 16);
+	return tu_unif(&rng);
 }
 
 struct expert {
@@ -309,7 +298,7 @@ static double weight(const struct expert *e, int p, uint32_t n, uint32_t k)
 					    k / l->group];
 	}
 	default:
-		return bf(((const uint16_t *)q)[(size_t)n * K + k]);
+		return kern_bf16_to_f32(((const uint16_t *)q)[(size_t)n * K + k]);
 	}
 }
 
@@ -329,7 +318,7 @@ static void make_expert(struct expert *e, uint32_t quant, uint32_t H,
 
 		if (quant == GPU_Q_BF16) {
 			for (i = 0; i < (size_t)N * K; i++)
-				((uint16_t *)q)[i] = emu_f2bf((float)((unif() -
+				((uint16_t *)q)[i] = kern_f32_to_bf16((float)((unif() -
 					0.5) * 3.4 / sqrt((double)K)));
 			continue;
 		}
@@ -370,12 +359,11 @@ static double run_op(uint32_t quant, uint32_t H, uint32_t I, uint32_t G,
 	std::vector<double> ref((size_t)T * H, 0.0);
 	struct gpu_dev d;
 	struct gpu_ffn_args args;
-	double num = 0, den = 0;
 	uint32_t slot = 0;
 
 	for (size_t i = 0; i < x.size(); i++) {
-		xb[i] = emu_f2bf((float)(unif() * 2 - 1));
-		x[i] = (float)bf(xb[i]);
+		xb[i] = kern_f32_to_bf16((float)(unif() * 2 - 1));
+		x[i] = kern_bf16_to_f32(xb[i]);
 	}
 	for (uint32_t g = 0; g < n_groups; g++) {
 		std::vector<int32_t> perm(T);
@@ -447,11 +435,9 @@ static double run_op(uint32_t quant, uint32_t H, uint32_t I, uint32_t G,
 	if (gpu_ffn_launch(&d, (enum kt_quant)quant, &args, max_m, T, mma,
 			   NULL))
 		return -1;
-	for (size_t i = 0; i < ref.size(); i++) {
-		num += fabs(y[i] - ref[i]);
-		den += fabs(ref[i]);
-	}
-	return den > 0 && num == num ? num / den : 1.0;
+	std::vector<double> got(y.begin(), y.end());
+
+	return tu_rel_mae(got.data(), ref.data(), ref.size());
 }
 
 /* ---- the cases ------------------------------------------------------------ */
@@ -478,8 +464,8 @@ static void combine_case(bool acc)
 	for (uint32_t i = 0; i < n; i++) {
 		ya[i] = (float)(unif() - 0.5);
 		yb[i] = (float)(unif() - 0.5);
-		y[i] = emu_f2bf((float)unif());
-		want[i] = emu_f2bf((acc ? (float)bf(y[i]) : 0.0f) + ya[i] +
+		y[i] = kern_f32_to_bf16((float)unif());
+		want[i] = kern_f32_to_bf16((acc ? kern_bf16_to_f32(y[i]) : 0.0f) + ya[i] +
 				   yb[i]);
 	}
 	c.y = (uint64_t)(uintptr_t)y.data();

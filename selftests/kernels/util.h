@@ -95,7 +95,8 @@ static inline void tu_expert_ref(const float *gate, const float *up,
 				 unsigned int i1, const double *x, double wt,
 				 double *y)
 {
-	double *a = malloc(sizeof(double) * I);
+	/* the cast: selftests/gpu/ffn-emu.cc includes this as C++ */
+	double *a = (double *)malloc(sizeof(double) * I);
 	unsigned int i, h;
 
 	for (i = i0; i < i1; i++) {
