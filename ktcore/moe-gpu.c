@@ -270,7 +270,7 @@ static int gpu_part(struct core_gpu_op *o, uint32_t t0, uint32_t tc,
 		.x_bf16 = o->a->x_dtype == KT_DTYPE_BF16,
 		.top_k = o->k, .tokens = tc,
 	};
-	size_t from = o->l.x;
+	size_t from = o->l.x, yfrom = o->l.y, ysz = 4;
 	int ret;
 
 	if (o->dev_mode) {
@@ -291,21 +291,20 @@ static int gpu_part(struct core_gpu_op *o, uint32_t t0, uint32_t tc,
 	if (ret || o->dev_mode)
 		return ret;
 	if (whole && o->a->y_dtype == KT_DTYPE_BF16) {
+		/* no CPU part: its device space takes y in bf16 */
 		struct gpu_combine_args c = {
 			.y = st->dev + o->l.ycpu, .ya = st->dev + o->l.y,
 			.n = tc * o->H, .H = o->H, .y_bf16 = 1,
 		};
 
 		ret = gpu_combine_launch(d, &c, s);
-		if (!ret)
-			ret = gpu_check(d, d->cu.memcpy_dtoh_async(
-					st->pin + o->l.ygpu, st->dev + o->l.ycpu,
-					(size_t)tc * o->H * 2, s),
-					"cuMemcpyDtoHAsync (y)");
-		return ret;
+		if (ret)
+			return ret;
+		yfrom = o->l.ycpu;
+		ysz = 2;
 	}
 	return gpu_check(d, d->cu.memcpy_dtoh_async(st->pin + o->l.ygpu,
-			 st->dev + o->l.y, (size_t)tc * o->H * 4, s),
+			 st->dev + yfrom, (size_t)tc * o->H * ysz, s),
 			 "cuMemcpyDtoHAsync (y)");
 }
 
