@@ -14,12 +14,13 @@ if [ "${1:-}" = "--base" ]; then
 	ref=$2 bdir=$3
 	shift 3
 	wt=$(mktemp -d /tmp/kt-base.XXXXXX)
+	# a bad REF or a failed build leaves no worktree behind
+	trap 'git worktree remove --force "$wt" 2>/dev/null || true; rm -rf "$wt"' EXIT
 	git worktree add -q --detach "$wt" "$ref"
 	make -C "$wt" -j"$(nproc)" build/kt >/dev/null
 	rm -rf "$bdir"
-	mkdir -p "$bdir/lib"
+	mkdir -p "$bdir"
 	strip -o "$bdir/kt" "$wt/build/kt"
-	git worktree remove --force "$wt"
 	echo "baseline $ref: $bdir/kt"
 fi
 dir=${1:-build/gpu-pack}
