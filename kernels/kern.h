@@ -122,9 +122,9 @@ struct kern_down_args {
  *	of rows no call of this task reads. NULL past that run too, or
  *	without a next call: the caller picks what to fetch then.
  */
-static inline const uint8_t *kern_down_pf(const struct kern_down_args *a,
-					  const uint8_t *t0, size_t len,
-					  const uint8_t *t, size_t dist)
+static inline __attribute__((always_inline)) const uint8_t *
+kern_down_pf(const struct kern_down_args *a, const uint8_t *t0, size_t len,
+	     const uint8_t *t, size_t dist)
 {
 	size_t o = (size_t)(t - t0) + dist;
 
