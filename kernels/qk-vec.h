@@ -5,11 +5,11 @@
  * the low nibbles of a weight line and its high bits (Q5_K 1, Q6_K 2, from
  * the tile's high-bit lines) make the unsigned operand of an u8 x s8 dot
  * per 4 (vpdpbusd; vpmaddubsw + vpmaddwd on AVX2: 2 * 63 * 127 < 32768);
- * each sub-block's int32 dot goes to f32 and takes d * its scale there,
- * less dmin * its min (Q6_K: 32 d * its scale) times the f32 sum of its
- * activations, and per activation block one FMA by the activation scale
- * (the oracle scales in int32 per block: the two differ by f32 rounding,
- * about 1e-7). A vector covers VF_LANES output rows: a whole line (16
+ * each sub-block's int32 dot goes to f32 and takes d * its scale there;
+ * the mins (Q6_K: 32 * its scale) times the sums of the activations go in
+ * int32 over a run's sub-blocks, and once to f32 times dmin (Q6_K: d);
+ * per activation block one FMA by the activation scale (the oracle scales
+ * in int32 per block: the two differ by f32 rounding, about 1e-7). A vector covers VF_LANES output rows: a whole line (16
  * rows of 4 bytes) on 512 bits, half of one on 256. Down of a few tokens
  * goes chunk by chunk over a run of rows, so that its chunk-major tiles
  * stream; of more, each row vector takes all chunks with its sums in
@@ -73,7 +73,7 @@ void QNAME(kern_act_prepare)(const void *src, size_t src_stride,
 		uint8_t *d = dst + r * dst_stride;
 		float *sc = (float *)(d + K);
 		int32_t *sum = (int32_t *)kern_qk_row_sums(d, K);
-		float *fsum = (float *)kern_qk_row_fsums(d, K, QK_SG);
+		int16_t *hsum = (int16_t *)kern_qk_row_hsums(d, K, QK_SG);
 
 		for (b = 0; b < K / B; b++)
 			sc[b] = act_quant_block(s, dtype, b * B, B,
@@ -81,7 +81,7 @@ void QNAME(kern_act_prepare)(const void *src, size_t src_stride,
 		for (b = 0; b < K / QK_SG; b++) {
 			sum[b] = act_sum_q((const int8_t *)d + b * QK_SG,
 					   QK_SG);
-			fsum[b] = (float)sum[b];
+			hsum[b] = (int16_t)sum[b];
 		}
 	}
 }
@@ -173,29 +173,21 @@ AI vi qline(const uint8_t *tp, const uint8_t *pp, unsigned int L,
 
 /*
  * sum[m] += the dots @dot[m] of the sub-block at column @kt of the tiles
- * (@kw the block's first column in the weight matrix, @xo in x[m]) times
- * @d * its scale, less @dm * its min (Q6_K: its scale) times the f32 sum of
- * its activations.
+ * (@kw the block's first column in the weight matrix) times @d * its scale:
+ * one FMA per token, on the pipes of the dots (Zen 4), so that the mins
+ * wait for run_mins().
  */
 AI void sub_scale(const vi *dot, const struct kern_qk_rec *r, unsigned int kw,
-		  unsigned int kt, vf d, vf dm, const uint8_t *const *x,
-		  unsigned int kx, unsigned int xo, const int M, vf *sum)
+		  unsigned int kt, vf d, const int M, vf *sum)
 {
 	const size_t sb = (size_t)((kw % KERN_Q4_K_SUPER + kt) / QK_SG) *
 			  KERN_QK_REC_ROWS;
-	vf sc = vf_cvt_f32(load_sc(r->sc + sb));
-	vf mn = vf_mul(dm, QK_Q == KT_QUANT_Q6_K ? sc :
-			   vf_cvt_f32(vi_load_u8(r->mn + sb)));
+	vf sc = vf_mul(vf_cvt_f32(load_sc(r->sc + sb)), d);
 	int m;
 
-	sc = vf_mul(sc, d);
 #pragma GCC unroll 8
-	for (m = 0; m < M; m++) {
-		const float *xs = kern_qk_row_fsums(x[m], kx, QK_SG);
-
+	for (m = 0; m < M; m++)
 		sum[m] = vf_fmadd(vf_cvt_f32(dot[m]), sc, sum[m]);
-		sum[m] = vf_fnmadd(mn, vf_set1(xs[(xo + kt) / QK_SG]), sum[m]);
-	}
 }
 
 /*
@@ -204,9 +196,8 @@ AI void sub_scale(const vi *dot, const struct kern_qk_rec *r, unsigned int kw,
  * VF_LANES): column @kw (in the weight matrix) of its first value, @xo its
  * offset in the activation rows x[m] (of K @kx), block @xb; its sums go to
  * acc[m]. Per sub-block the int32 dots go to f32 once and take d * scale
- * there; the mins (Q6_K: 32 * scale) take the f32 activation sums: three
- * vector operations per sub-block and token beside the dots, where integer
- * scaling took seven.
+ * there: two vector operations per sub-block and token beside the dots,
+ * where integer scaling took seven; the mins go per run (run_mins()).
  */
 struct qk_run {
 	const uint8_t *t;
@@ -222,19 +213,53 @@ struct qk_run {
 	vf sum[MR_PF];
 };
 
-AI void run_start(struct qk_run *b, const int M)
+/*
+ * sum[m] = -dm * the sum over the run's @nt tiles' sub-blocks of its min
+ * (Q6_K: its scale) times the sum of its activations: exact in int32, two
+ * sub-blocks per int16 dot (vpdpwssd; vpmaddwd on AVX2), where an FMA per
+ * sub-block took as many of the dots' pipes.
+ */
+AI void run_mins(struct qk_run *b, unsigned int nt, const int M)
 {
+	const uint8_t *mn = (QK_Q == KT_QUANT_Q6_K ? b->r->sc : b->r->mn) +
+			    (size_t)(b->kw % KERN_Q4_K_SUPER / QK_SG) *
+			    KERN_QK_REC_ROWS;
+	const unsigned int np = nt * KERN_TILE_K_INT4 / QK_SG / 2;
+	/* the run's first pair of int16 sums in each x[m] */
+	const size_t ho = kern_qk_hsums_off(b->kx, QK_SG) + b->xo / QK_SG * 2;
+	vi id[MR_PF];
+	unsigned int p;
 	int m;
 
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		id[m] = vi_zero();
+	_Static_assert(KERN_QK_REC_ROWS == 16, "vi_load_pairs8()");
+#pragma GCC unroll 4
+	for (p = 0; p < np; p++) {
+		const uint8_t *pp = mn + 2 * p * KERN_QK_REC_ROWS;
+		vi mv = vi_load_pairs8(pp, QK_Q == KT_QUANT_Q6_K);
+
+#pragma GCC unroll 8
+		for (m = 0; m < M; m++)
+			id[m] = vi_dot_i16(id[m], mv,
+					   bcast4(b->x[m] + ho + 4 * p));
+	}
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++)
+		b->sum[m] = vf_fnmadd(b->dm, vf_cvt_f32(id[m]), vf_zero());
+}
+
+/* a run of @nt tiles: its sums start at its mins (run_mins()) */
+AI void run_start(struct qk_run *b, unsigned int nt, const int M)
+{
 	b->ro = b->n % KERN_TILE_ROWS * KERN_TILE_LANE_BYTES;
 	b->d = vf_load(b->r->d);
 	b->dh16 = QK_HI16 ? vf_mul(b->d, vf_set1(1.0f / 16)) : b->d;
 	/* Q6_K: sum sc * (q - 32) * x = sum sc * q * x - 32 sc * sum x */
 	b->dm = QK_Q == KT_QUANT_Q6_K ? vf_mul(b->d, vf_set1(32.0f)) :
 					vf_load(b->r->dmin);
-#pragma GCC unroll 8
-	for (m = 0; m < M; m++)
-		b->sum[m] = vf_zero();
+	run_mins(b, nt, M);
 }
 
 /*
@@ -270,10 +295,8 @@ AI void run_sub(struct qk_run *b, unsigned int tt, unsigned int L0,
 			dh[m] = vi_dot_u8s8(dh[m], wh, bcast4(xp + kh));
 		}
 	}
-	sub_scale(dl, b->r, b->kw, kl, b->d, b->dm, b->x, b->kx, b->xo, M,
-		  b->sum);
-	sub_scale(dh, b->r, b->kw, kh, b->dh16, b->dm, b->x, b->kx, b->xo, M,
-		  b->sum);
+	sub_scale(dl, b->r, b->kw, kl, b->d, M, b->sum);
+	sub_scale(dh, b->r, b->kw, kh, b->dh16, M, b->sum);
 }
 
 AI void run_end(struct qk_run *b, const int M)
@@ -323,10 +346,8 @@ AI void run_half2(struct qk_run *a, struct qk_run *b, unsigned int tt,
 			db[m] = vi_dot_u8s8(db[m], wb, xv);
 		}
 	}
-	sub_scale(da, a->r, a->kw, k, hi ? a->dh16 : a->d, a->dm, a->x, a->kx,
-		  a->xo, M, a->sum);
-	sub_scale(db, b->r, b->kw, k, hi ? b->dh16 : b->d, b->dm, b->x, b->kx,
-		  b->xo, M, b->sum);
+	sub_scale(da, a->r, a->kw, k, hi ? a->dh16 : a->d, M, a->sum);
+	sub_scale(db, b->r, b->kw, k, hi ? b->dh16 : b->d, M, b->sum);
 }
 
 /*
@@ -340,9 +361,9 @@ AI void block_runs(unsigned int nt, struct qk_run *a, struct qk_run *b,
 {
 	unsigned int tt, L0;
 
-	run_start(a, M);
+	run_start(a, nt, M);
 	if (b)
-		run_start(b, M);
+		run_start(b, nt, M);
 	for (tt = 0; tt < nt; tt++)
 		for (L0 = 0; L0 < KERN_TILE_LINES; L0 += 8 / QK_NS) {
 			if (b && shared) {

@@ -27,12 +27,13 @@ static inline unsigned int kern_qk_act_block(unsigned int K)
 	return K % KERN_Q4_K_SUPER ? K : KERN_Q4_K_SUPER;
 }
 
-/* K int8 q, K/B f32 scales, K/@sg int32 sums of q, the same sums as f32
- * (the vector kernels' operand); padded to 64 bytes */
+/* K int8 q, K/B f32 scales, K/@sg int32 sums of q, the same sums as int16
+ * (they fit: 32 * 127; the vector kernels take them in pairs, the operand
+ * of an int16 dot with the mins); padded to 64 bytes */
 static inline size_t kern_qk_row_bytes(unsigned int K, unsigned int sg)
 {
 	return ((size_t)K + (size_t)K / kern_qk_act_block(K) * 4 +
-		(size_t)K / sg * 8 + 63) & ~(size_t)63;
+		(size_t)K / sg * 6 + 63) & ~(size_t)63;
 }
 
 static inline const float *kern_qk_row_scales(const uint8_t *row,
@@ -48,10 +49,16 @@ static inline const int32_t *kern_qk_row_sums(const uint8_t *row,
 				 (size_t)K / kern_qk_act_block(K) * 4);
 }
 
-static inline const float *kern_qk_row_fsums(const uint8_t *row,
-					     unsigned int K, unsigned int sg)
+/* the byte offset of the int16 sums in a row of K */
+static inline size_t kern_qk_hsums_off(unsigned int K, unsigned int sg)
 {
-	return (const float *)(kern_qk_row_sums(row, K) + K / sg);
+	return K + (size_t)K / kern_qk_act_block(K) * 4 + (size_t)K / sg * 4;
+}
+
+static inline const int16_t *kern_qk_row_hsums(const uint8_t *row,
+					       unsigned int K, unsigned int sg)
+{
+	return (const int16_t *)(row + kern_qk_hsums_off(K, sg));
 }
 
 /* q = rint(x * 127 / amax) (ggml's nearest_int: nearest even), scale
@@ -69,7 +76,7 @@ static inline void kern_qk_prepare(const void *src, size_t src_stride,
 		int8_t *q = (int8_t *)d;
 		float *sc = (float *)(d + K);
 		int32_t *sum = (int32_t *)(d + K + (size_t)K / B * 4);
-		float *fsum = (float *)(sum + K / sg);
+		int16_t *hsum = (int16_t *)(sum + K / sg);
 
 		for (b = 0; b < K / B; b++) {
 			float amax = 0.0f, inv;
@@ -97,7 +104,7 @@ static inline void kern_qk_prepare(const void *src, size_t src_stride,
 			for (k = 0; k < sg; k++)
 				t += q[b * sg + k];
 			sum[b] = t;
-			fsum[b] = (float)t;
+			hsum[b] = (int16_t)t;
 		}
 	}
 }

@@ -74,6 +74,21 @@ typedef __m512i vi;
 /* @acc + the dots of the 4 u8 of @u with the 4 s8 of @s per int32
  * (vpdpbusd: the AVX-512 VNNI bodies only) */
 #define vi_dot_u8s8(acc, u, s)	_mm512_dpbusd_epi32(acc, u, s)
+/* @acc + the dots of the int16 pairs of @a and @b per int32 (vpdpwssd) */
+#define vi_dot_i16(acc, a, b)	_mm512_dpwssd_epi32(acc, a, b)
+
+/* VF_LANES int16 pairs (@p[i], @p[16 + i]) of uint8 (@sgn 0) or int8 */
+AI vi vi_load_pairs8(const void *p, int sgn)
+{
+	const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12,
+					     27, 11, 26, 10, 25, 9, 24, 8,
+					     23, 7, 22, 6, 21, 5, 20, 4,
+					     19, 3, 18, 2, 17, 1, 16, 0);
+	__m256i v = _mm256_loadu_si256(p);
+
+	return _mm512_permutexvar_epi16(idx, sgn ? _mm512_cvtepi8_epi16(v) :
+						   _mm512_cvtepu8_epi16(v));
+}
 
 /* VF_LANES bf16 at @p widened to f32 (a bf16 is the high half of one). */
 AI vf vf_load_bf16(const void *p)
@@ -154,6 +169,17 @@ typedef __m256i vi;
 #define vi_dot_u8s8(acc, u, s)						\
 	_mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s),\
 						_mm256_set1_epi16(1)))
+#define vi_dot_i16(acc, a, b)						\
+	_mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+
+AI vi vi_load_pairs8(const void *p, int sgn)
+{
+	__m128i v = _mm_unpacklo_epi8(_mm_loadl_epi64(p),
+				      _mm_loadl_epi64((const __m128i *)
+						      ((const uint8_t *)p + 16)));
+
+	return sgn ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
+}
 
 AI float vf_hmax(vf v)
 {
