@@ -7,13 +7,14 @@
  * per 4 (vpdpbusd; vpmaddubsw + vpmaddwd on AVX2: 2 * 63 * 127 < 32768);
  * each sub-block's int32 dot goes to f32 and takes d * its scale there;
  * the mins (Q6_K: 32 * its scale) times the sums of the activations go in
- * int32 over a run's sub-blocks, and once to f32 times dmin (Q6_K: d);
+ * int32 over a run's sub-blocks, and once to f32 times dmin (Q6_K: 32 d);
  * per activation block one FMA by the activation scale (the oracle scales
- * in int32 per block: the two differ by f32 rounding, about 1e-7). A vector covers VF_LANES output rows: a whole line (16
- * rows of 4 bytes) on 512 bits, half of one on 256. Down of a few tokens
- * goes chunk by chunk over a run of rows, so that its chunk-major tiles
- * stream; of more, each row vector takes all chunks with its sums in
- * registers (rows-vec.h), the scales of a later row block prefetched.
+ * in int32 per block: the two differ by f32 rounding, about 1e-7). A
+ * vector covers VF_LANES output rows: a whole line (16 rows of 4 bytes)
+ * on 512 bits, half of one on 256. Down of a few tokens goes chunk by
+ * chunk over a run of rows, so that its chunk-major tiles stream; of
+ * more, each row vector takes all chunks with its sums in registers
+ * (rows-vec.h), the scales of a later row block prefetched.
  * Every weight stream is prefetched PF bytes ahead into L2, not L1: on a
  * 32 KiB L1 (Zen 4) the lines fetched into L1 4 KiB ahead of six down
  * chunks' streams were evicted before use (one core, T = 1: Q4_K down
@@ -174,8 +175,8 @@ AI vi qline(const uint8_t *tp, const uint8_t *pp, unsigned int L,
 /*
  * sum[m] += the dots @dot[m] of the sub-block at column @kt of the tiles
  * (@kw the block's first column in the weight matrix) times @d * its scale:
- * one FMA per token, on the pipes of the dots (Zen 4), so that the mins
- * wait for run_mins().
+ * one FMA per token, which takes a dot's pipe (Zen 4); the mins are
+ * run_mins()'s, once per run.
  */
 AI void sub_scale(const vi *dot, const struct kern_qk_rec *r, unsigned int kw,
 		  unsigned int kt, vf d, const int M, vf *sum)
