@@ -27,13 +27,26 @@ static inline unsigned int kern_qk_act_block(unsigned int K)
 	return K % KERN_Q4_K_SUPER ? K : KERN_Q4_K_SUPER;
 }
 
-/* K int8 q, K/B f32 scales, K/@sg int32 sums of q, the same sums as int16
- * (they fit: 32 * 127; the vector kernels take them in pairs, the operand
- * of an int16 dot with the mins); padded to 64 bytes */
+/*
+ * A prepared row of K: K int8 q, K/B f32 scales, K/@sg int32 sums of q,
+ * the same sums as int16 (they fit: 32 * 127; the vector kernels take
+ * them in pairs, the operand of an int16 dot with the mins); padded to 64
+ * bytes. Each part's byte offset follows from the one before.
+ */
+static inline size_t kern_qk_sums_off(unsigned int K)
+{
+	return K + (size_t)K / kern_qk_act_block(K) * 4;
+}
+
+static inline size_t kern_qk_hsums_off(unsigned int K, unsigned int sg)
+{
+	return kern_qk_sums_off(K) + (size_t)K / sg * 4;
+}
+
 static inline size_t kern_qk_row_bytes(unsigned int K, unsigned int sg)
 {
-	return ((size_t)K + (size_t)K / kern_qk_act_block(K) * 4 +
-		(size_t)K / sg * 6 + 63) & ~(size_t)63;
+	return (kern_qk_hsums_off(K, sg) + (size_t)K / sg * 2 + 63) &
+	       ~(size_t)63;
 }
 
 static inline const float *kern_qk_row_scales(const uint8_t *row,
@@ -45,14 +58,7 @@ static inline const float *kern_qk_row_scales(const uint8_t *row,
 static inline const int32_t *kern_qk_row_sums(const uint8_t *row,
 					      unsigned int K)
 {
-	return (const int32_t *)(row + K +
-				 (size_t)K / kern_qk_act_block(K) * 4);
-}
-
-/* the byte offset of the int16 sums in a row of K */
-static inline size_t kern_qk_hsums_off(unsigned int K, unsigned int sg)
-{
-	return K + (size_t)K / kern_qk_act_block(K) * 4 + (size_t)K / sg * 4;
+	return (const int32_t *)(row + kern_qk_sums_off(K));
 }
 
 static inline const int16_t *kern_qk_row_hsums(const uint8_t *row,
@@ -75,8 +81,8 @@ static inline void kern_qk_prepare(const void *src, size_t src_stride,
 		uint8_t *d = dst + r * dst_stride;
 		int8_t *q = (int8_t *)d;
 		float *sc = (float *)(d + K);
-		int32_t *sum = (int32_t *)(d + K + (size_t)K / B * 4);
-		int16_t *hsum = (int16_t *)(sum + K / sg);
+		int32_t *sum = (int32_t *)(d + kern_qk_sums_off(K));
+		int16_t *hsum = (int16_t *)(d + kern_qk_hsums_off(K, sg));
 
 		for (b = 0; b < K / B; b++) {
 			float amax = 0.0f, inv;
