@@ -14,6 +14,9 @@
  * by both token blocks and each A tile by both B tiles. C tiles are
  * finished in AVX-512 registers (dequantize, scale, SiLU * up, y += w *).
  */
+#ifndef KT_KERNELS_MOE_AMX_H
+#define KT_KERNELS_MOE_AMX_H
+
 #include <stdint.h>
 #include <string.h>
 
@@ -959,3 +962,5 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 			  amx_cnt(a->m, ptb));
 	_tile_release();
 }
+
+#endif /* KT_KERNELS_MOE_AMX_H */

@@ -6,6 +6,7 @@
 #ifndef KT_KERNELS_SIMD_H
 #define KT_KERNELS_SIMD_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -178,6 +179,13 @@ KERN_DECLARE_EXP(avxvnni_evex);
 #define KERN_AMX_MIN_M_FP8	4
 /* MXFP4 widens a row block once per call (scales folded in) */
 #define KERN_AMX_MIN_M_MXFP4	4
+/*
+ * GGUF Q8_0 and K-quants (gguf-amx.h): no AMX machine has timed these
+ * tiles against AVX-512 yet, so `auto` keeps them off until
+ * scripts/amx-cross.sh -q <quant> sets a switch point; the AMX emulation
+ * test runs them for every token count.
+ */
+#define KERN_AMX_MIN_M_GGUF	UINT_MAX
 
 /* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
 extern const struct kern_ops kern_ops_avxvnni_evex;

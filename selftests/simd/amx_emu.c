@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * amx_emu.c - the AMX tile kernels (kernels/moe-amx.h, mxfp4-amx.h) built
+ * amx_emu.c - the AMX tile kernels (kernels/moe-amx.h, gguf-amx.h,
+ * mxfp4-amx.h) built
  * against a software emulation of the tile instructions and compared with
  * the scalar oracle: proves the tile shapes, strides and data flow on machines
  * without AMX. The emulation also checks every tile shape it is given.
@@ -157,6 +158,7 @@ static void emu_dpbf16ps(int c, int a, int b)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
 #define AMX_NAME(x) emu_##x
 #include "kernels/moe-amx.h"
+#include "kernels/gguf-amx.h"
 #define MXA_NAME(x) emu_mx_##x
 #include "kernels/mxfp4-amx.h"
 #pragma GCC pop_options
@@ -218,6 +220,7 @@ static const struct kern_ops emu_ops = {
 			.down_many = emu_mx_down,
 			.many_min_m = 1,
 		},
+		GAMX_SLOTS(1),
 	},
 };
 
@@ -233,15 +236,20 @@ static const struct sc_case emu_cases[] = {
 static void check_emu(struct kt_test_meta *_metadata, enum kt_quant q,
 		      unsigned int group)
 {
+	/* GGUF: int32 dots, f32 sums of the sub-blocks in another order */
+	const bool gguf = q == KT_QUANT_Q8_0 || kern_quant_is_k(q);
 	const double tol = q == KT_QUANT_INT8 ? SC_TOL_INT8 :
-			   q == KT_QUANT_INT4 ? SC_TOL_INT4 : SC_TOL_BF16;
+			   q == KT_QUANT_INT4 || gguf ? SC_TOL_INT4 :
+			   SC_TOL_BF16;
 	unsigned int ci;
 	struct sc_expert e;
 
 	/* the fallback and the SiLU of the AMX variant are AVX-512 code */
 	if (!core_isa_runs(KT_ISA_AVX512, core_cpu_flags()))
 		SKIP(return, "CPU lacks avx512 (the AMX variant's vector half)");
-	ASSERT_EQ(sc_expert_make(&e, q, 256, 512, group, 7), 0);
+	/* GGUF: H of two K-quant super-blocks, so that gate/up's activation
+	 * scales and weight records change along K */
+	ASSERT_EQ(sc_expert_make(&e, q, gguf ? 512 : 256, 512, group, 7), 0);
 	emu_bad = emu_dots = 0;
 	for (ci = 0; ci < sizeof(emu_cases) / sizeof(emu_cases[0]); ci++) {
 		double err = sc_run(&emu_ops.q[q], &e, &emu_cases[ci], 77 + ci);
@@ -265,5 +273,10 @@ TEST(int4_g128) { check_emu(_metadata, KT_QUANT_INT4, 128); }
 TEST(bf16) { check_emu(_metadata, KT_QUANT_BF16, 0); }
 /* MXFP4: the scales folded into the bf16 B tiles (mxfp4-amx.h) */
 TEST(mxfp4) { check_emu(_metadata, KT_QUANT_MXFP4, 0); }
+/* GGUF blocks: one K span per weight scale (gguf-amx.h) */
+TEST(q8_0) { check_emu(_metadata, KT_QUANT_Q8_0, 0); }
+TEST(q4_k) { check_emu(_metadata, KT_QUANT_Q4_K, 0); }
+TEST(q5_k) { check_emu(_metadata, KT_QUANT_Q5_K, 0); }
+TEST(q6_k) { check_emu(_metadata, KT_QUANT_Q6_K, 0); }
 
 TEST_HARNESS_MAIN
