@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * moe-amx.c - the AMX variant: tile kernels (moe-amx.h; gguf-amx.h for
+ * moe-amx.c - the AMX variant: tile kernels (moe-amx.h; q8_0-amx.h, qk-amx.h for
  * the GGUF blocks) for experts with at least KERN_AMX_MIN_M_<quant>
  * tokens, the AVX-512 kernels below that (each where it measured faster).
  * Both read the activation rows of the AVX-512 variant.
@@ -9,7 +9,8 @@
 
 #define AMX_NAME(x) amx_##x
 #include "kernels/moe-amx.h"
-#include "kernels/gguf-amx.h"
+#include "kernels/q8_0-amx.h"
+#include "kernels/qk-amx.h"
 #include "kernels/fp8.h"
 #include "kernels/mxfp4.h"
 
@@ -75,6 +76,6 @@ const struct kern_ops kern_ops_amx = {
 			.down_many = kern_down_mxfp4_amx,
 			.many_min_m = KERN_AMX_MIN_M_MXFP4,
 		},
-		GAMX_SLOTS(KERN_AMX_MIN_M_GGUF),
+		AMX_GGUF_SLOTS(KERN_AMX_MIN_M_GGUF),
 	},
 };

@@ -963,4 +963,28 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 	_tile_release();
 }
 
+/*
+ * The AMX table's slot of a quantization @t whose tile kernels
+ * AMX_NAME(gate_up_@t), AMX_NAME(down_@t) and scratch AMX_NAME(scratch_@t)
+ * take calls from @min_m tokens and its AVX-512 kernels the rest.
+ */
+#define AMX_SLOT(t, min_m)						\
+	{								\
+		.act_row_bytes = kern_act_row_bytes_##t##_avx512,	\
+		.act_prepare = kern_act_prepare_##t##_avx512,		\
+		.scratch_bytes = AMX_NAME(scratch_##t),			\
+		.gate_up = kern_gate_up_##t##_avx512,			\
+		.down = kern_down_##t##_avx512,				\
+		.gate_up_many = AMX_NAME(gate_up_##t),			\
+		.down_many = AMX_NAME(down_##t),			\
+		.many_min_m = (min_m),					\
+	}
+
+/* The slots of the GGUF block types (q8_0-amx.h, qk-amx.h). */
+#define AMX_GGUF_SLOTS(min_m)						\
+	[KT_QUANT_Q8_0] = AMX_SLOT(q8_0, min_m),			\
+	[KT_QUANT_Q4_K] = AMX_SLOT(q4_k, min_m),			\
+	[KT_QUANT_Q5_K] = AMX_SLOT(q5_k, min_m),			\
+	[KT_QUANT_Q6_K] = AMX_SLOT(q6_k, min_m)
+
 #endif /* KT_KERNELS_MOE_AMX_H */

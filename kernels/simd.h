@@ -180,10 +180,10 @@ KERN_DECLARE_EXP(avxvnni_evex);
 /* MXFP4 widens a row block once per call (scales folded in) */
 #define KERN_AMX_MIN_M_MXFP4	4
 /*
- * GGUF Q8_0 and K-quants (gguf-amx.h): no AMX machine has timed these
- * tiles against AVX-512 yet, so `auto` keeps them off until
- * scripts/amx-cross.sh -q <quant> sets a switch point; the AMX emulation
- * test runs them for every token count.
+ * GGUF Q8_0 and K-quants (q8_0-amx.h, qk-amx.h): no AMX machine has timed
+ * these tiles against AVX-512 yet, so `auto` keeps them off until
+ * scripts/amx-cross.sh -q <quant> sets a switch point (Documentation/
+ * simd.md has what their vector half costs); the tests run them.
  */
 #define KERN_AMX_MIN_M_GGUF	UINT_MAX
 

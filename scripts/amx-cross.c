@@ -156,6 +156,17 @@ static int setup(struct cross *c, enum kt_quant q, unsigned int H,
 	return c->scratch ? 0 : -1;
 }
 
+/* The quantization named @s (kt_quant_name()), 0 when none is. */
+static enum kt_quant quant_named(const char *s)
+{
+	int q;
+
+	for (q = KT_QUANT_INT8; q <= KT_QUANT_MXFP4; q++)
+		if (!strcmp(s, kt_quant_name((enum kt_quant)q)))
+			return (enum kt_quant)q;
+	return (enum kt_quant)0;
+}
+
 /* Single-thread tile peak of @q in multiply-adds per ns (best of 3). */
 static double tile_peak(enum kt_quant q)
 {
@@ -187,9 +198,7 @@ int main(int argc, char **argv)
 	while ((opt = getopt(argc, argv, "q:H:I:g:r:s:m:M:o:")) != -1) {
 		switch (opt) {
 		case 'q':
-			q = !strcmp(optarg, "int4") ? KT_QUANT_INT4 :
-			    !strcmp(optarg, "bf16") ? KT_QUANT_BF16 :
-			    KT_QUANT_INT8;
+			q = quant_named(optarg);
 			break;
 		case 'H': H = (unsigned int)atoi(optarg); break;
 		case 'I': I = (unsigned int)atoi(optarg); break;
@@ -208,6 +217,10 @@ int main(int argc, char **argv)
 		}
 	}
 	c.v = kern_quant_ops_get(kern_ops_get(KT_ISA_AMX), q);
+	if (!q) {
+		fprintf(stderr, "amx-cross: unknown quantization\n");
+		return 2;
+	}
 	if (!c.v || !c.v->gate_up_many ||
 	    !core_isa_runs(KT_ISA_AMX, core_cpu_flags())) {
 		fprintf(stderr, "amx-cross: no AMX here\n");

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * amx_emu.c - the AMX tile kernels (kernels/moe-amx.h, gguf-amx.h,
+ * amx_emu.c - the AMX tile kernels (kernels/moe-amx.h, q8_0-amx.h, qk-amx.h,
  * mxfp4-amx.h) built
  * against a software emulation of the tile instructions and compared with
  * the scalar oracle: proves the tile shapes, strides and data flow on machines
@@ -91,7 +91,8 @@ static void emu_shape(int c, int a, int b)
 	emu_dots++;
 }
 
-static void emu_dpbssd(int c, int a, int b)
+/* TDPBSSD (@bu 0) and TDPBSUD (@bu 1: B's bytes unsigned); A signed */
+static void emu_dpbs(int c, int a, int b, int bu)
 {
 	int m, n, k, i;
 
@@ -102,9 +103,12 @@ static void emu_dpbssd(int c, int a, int b)
 
 			memcpy(&acc, &emu_tile[c][m][n * 4], 4);
 			for (k = 0; k < emu_cfg.colsb[a] / 4; k++)
-				for (i = 0; i < 4; i++)
+				for (i = 0; i < 4; i++) {
+					uint8_t w = emu_tile[b][k][n * 4 + i];
+
 					acc += (int8_t)emu_tile[a][m][k * 4 + i] *
-					       (int8_t)emu_tile[b][k][n * 4 + i];
+					       (bu ? (int)w : (int)(int8_t)w);
+				}
 			memcpy(&emu_tile[c][m][n * 4], &acc, 4);
 		}
 }
@@ -140,13 +144,15 @@ static void emu_dpbf16ps(int c, int a, int b)
 #undef _tile_loadd
 #undef _tile_stored
 #undef _tile_dpbssd
+#undef _tile_dpbsud
 #undef _tile_dpbf16ps
 #define _tile_loadconfig(p)	emu_loadconfig(p)
 #define _tile_release()		emu_release()
 #define _tile_zero(t)		emu_zero(t)
 #define _tile_loadd(t, b, s)	emu_loadd(t, b, s)
 #define _tile_stored(t, b, s)	emu_stored(t, b, s)
-#define _tile_dpbssd(c, a, b)	emu_dpbssd(c, a, b)
+#define _tile_dpbssd(c, a, b)	emu_dpbs(c, a, b, 0)
+#define _tile_dpbsud(c, a, b)	emu_dpbs(c, a, b, 1)
 #define _tile_dpbf16ps(c, a, b)	emu_dpbf16ps(c, a, b)
 
 /*
@@ -158,7 +164,8 @@ static void emu_dpbf16ps(int c, int a, int b)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
 #define AMX_NAME(x) emu_##x
 #include "kernels/moe-amx.h"
-#include "kernels/gguf-amx.h"
+#include "kernels/q8_0-amx.h"
+#include "kernels/qk-amx.h"
 #define MXA_NAME(x) emu_mx_##x
 #include "kernels/mxfp4-amx.h"
 #pragma GCC pop_options
@@ -220,7 +227,7 @@ static const struct kern_ops emu_ops = {
 			.down_many = emu_mx_down,
 			.many_min_m = 1,
 		},
-		GAMX_SLOTS(1),
+		AMX_GGUF_SLOTS(1),
 	},
 };
 
@@ -273,7 +280,7 @@ TEST(int4_g128) { check_emu(_metadata, KT_QUANT_INT4, 128); }
 TEST(bf16) { check_emu(_metadata, KT_QUANT_BF16, 0); }
 /* MXFP4: the scales folded into the bf16 B tiles (mxfp4-amx.h) */
 TEST(mxfp4) { check_emu(_metadata, KT_QUANT_MXFP4, 0); }
-/* GGUF blocks: one K span per weight scale (gguf-amx.h) */
+/* GGUF blocks: one K span per weight scale (q8_0-amx.h, qk-amx.h) */
 TEST(q8_0) { check_emu(_metadata, KT_QUANT_Q8_0, 0); }
 TEST(q4_k) { check_emu(_metadata, KT_QUANT_Q4_K, 0); }
 TEST(q5_k) { check_emu(_metadata, KT_QUANT_Q5_K, 0); }
