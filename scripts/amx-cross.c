@@ -5,7 +5,10 @@
  * executor cuts them: 256 gate/up rows, 256 down columns), one thread
  * times the AMX table's plain (AVX-512) and many (tile) kernels in
  * alternation and prints the best pass of each (thread CPU time), and the
- * AMX pass against the tile peak loop timed the same way. Built and run by
+ * AMX pass against the tile peak loop timed the same way. With -v it
+ * times the tile kernels' vector half instead, on any AVX-512 CPU: the
+ * same bodies with every tile instruction a no-op (gathering, widening,
+ * folding C into f32; their results meaningless). Built and run by
  * scripts/amx-cross.sh; not part of the library.
  */
 #include <stdio.h>
@@ -19,6 +22,55 @@
 #include "kernels/pack.h"
 #include "kernels/simd.h"
 #include "ktcore/core.h"
+
+/* ---- -v: the tile bodies on no-op tiles ---- */
+#include <immintrin.h>
+#undef _tile_loadconfig
+#undef _tile_release
+#undef _tile_zero
+#undef _tile_loadd
+#undef _tile_stored
+#undef _tile_dpbssd
+#undef _tile_dpbsud
+#undef _tile_dpbf16ps
+#define _tile_loadconfig(p)	((void)(p))
+#define _tile_release()		((void)0)
+#define _tile_zero(t)		((void)0)
+#define _tile_loadd(t, b, s)	((void)(b))
+#define _tile_stored(t, b, s)	((void)(b))
+#define _tile_dpbssd(c, a, b)	((void)0)
+#define _tile_dpbsud(c, a, b)	((void)0)
+#define _tile_dpbf16ps(c, a, b)	((void)0)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
+#define AMX_NAME(x) vec_##x
+#include "kernels/moe-amx.h"
+#include "kernels/q8_0-amx.h"
+#include "kernels/qk-amx.h"
+#pragma GCC pop_options
+
+#define VEC_SLOT(t, T)							\
+	{								\
+		.act_row_bytes = kern_act_row_bytes_##t##_avx512,	\
+		.act_prepare = kern_act_prepare_##t##_avx512,		\
+		.scratch_bytes = kern_scratch_bytes_amx,		\
+		.gate_up = kern_gate_up_##t##_avx512,			\
+		.down = kern_down_##t##_avx512,				\
+		.gate_up_many = vec_gate_up_##T,			\
+		.down_many = vec_down_##T,				\
+		.many_min_m = 1,					\
+	}
+
+static const struct kern_ops vec_ops = {
+	.isa = KT_ISA_AMX,
+	.name = "amx-vector-half",
+	.q = {
+		[KT_QUANT_INT8] = VEC_SLOT(int8, q8),
+		[KT_QUANT_INT4] = VEC_SLOT(int4, q4),
+		[KT_QUANT_BF16] = VEC_SLOT(bf16, bf16),
+		AMX_GGUF_SLOTS(1),
+	},
+};
 
 struct cross {
 	const struct kern_quant_ops *v;
@@ -151,9 +203,13 @@ static int setup(struct cross *c, enum kt_quant q, unsigned int H,
 	c->y = calloc((size_t)KERN_MAX_M * H, sizeof(float));
 	c->out = calloc((size_t)KERN_MAX_M * I, sizeof(float));
 	g = (struct kern_geom){ H, I, c->G, c->l.kc };
-	c->scratch = aligned_alloc(64, (c->v->scratch_bytes(&g, KERN_MAX_M) +
-					127) & ~63ul);
-	return c->scratch ? 0 : -1;
+	sz = (c->v->scratch_bytes(&g, KERN_MAX_M) + 127) & ~63ul;
+	c->scratch = aligned_alloc(64, sz);
+	if (!c->scratch)
+		return -1;
+	/* -v folds C buffers no tile store wrote: zeros, not garbage */
+	memset(c->scratch, 0, sz);
+	return 0;
 }
 
 /* The quantization named @s (kt_quant_name()), 0 when none is. */
@@ -193,9 +249,9 @@ int main(int argc, char **argv)
 	unsigned int mmin = 1;
 	size_t total = 768ull << 20;
 	struct cross c = { 0 };
-	int opt;
+	int opt, vec = 0;
 
-	while ((opt = getopt(argc, argv, "q:H:I:g:r:s:m:M:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "q:H:I:g:r:s:m:M:o:v")) != -1) {
 		switch (opt) {
 		case 'q':
 			q = quant_named(optarg);
@@ -208,22 +264,29 @@ int main(int argc, char **argv)
 		case 'm': mmin = (unsigned int)atoi(optarg); break;
 		case 'M': mmax = (unsigned int)atoi(optarg); break;
 		case 'o': c.only = !strcmp(optarg, "gate_up") ? 1 : 2; break;
+		case 'v': vec = 1; break;
 		default:
 			fprintf(stderr, "usage: amx-cross [-q int8|int4|bf16] "
 				"[-H hidden] [-I inter] [-g group] [-r reps] "
 				"[-s weight MiB] [-m min m] [-M max m] "
-				"[-o gate_up|down]\n");
+				"[-o gate_up|down] [-v]\n");
 			return 2;
 		}
 	}
-	c.v = kern_quant_ops_get(kern_ops_get(KT_ISA_AMX), q);
 	if (!q) {
 		fprintf(stderr, "amx-cross: unknown quantization\n");
 		return 2;
 	}
-	if (!c.v || !c.v->gate_up_many ||
-	    !core_isa_runs(KT_ISA_AMX, core_cpu_flags())) {
-		fprintf(stderr, "amx-cross: no AMX here\n");
+	c.v = kern_quant_ops_get(vec ? &vec_ops : kern_ops_get(KT_ISA_AMX), q);
+	if (!c.v || !c.v->gate_up_many) {
+		fprintf(stderr, "amx-cross: no tile kernels for %s\n",
+			kt_quant_name(q));
+		return 1;
+	}
+	if (!core_isa_runs(vec ? KT_ISA_AVX512 : KT_ISA_AMX,
+			   core_cpu_flags())) {
+		fprintf(stderr, "amx-cross: %s\n", vec ? "no AVX-512 here" :
+			"no AMX here (-v times the vector half on AVX-512)");
 		return 1;
 	}
 	if (setup(&c, q, H, I, G, total)) {
@@ -233,9 +296,12 @@ int main(int argc, char **argv)
 	printf("quant %s H %u I %u group %u experts %u (%.0f MiB), "
 	       "many_min_m %u; us per expert, best of %u\n",
 	       kt_quant_name(q), H, I, c.G, c.n_exp,
-	       (double)c.n_exp * c.l.total / (1 << 20), c.v->many_min_m, reps);
-	printf("%5s %10s %10s %8s %9s\n", "m", "avx512", "amx", "amx/avx",
-	       "amx/peak");
+	       (double)c.n_exp * c.l.total / (1 << 20),
+	       kern_quant_ops_get(kern_ops_get(KT_ISA_AMX), q)->many_min_m, reps);
+	if (vec)
+		printf("tile kernels' vector half (no-op tiles)\n");
+	printf("%5s %10s %10s %8s %9s\n", "m", "avx512", vec ? "vec" : "amx",
+	       vec ? "vec/avx" : "amx/avx", vec ? "" : "amx/peak");
 	pass(&c, 1, 0);
 	for (mi = 0; mi < sizeof(ms) / sizeof(ms[0]) && ms[mi] <= mmax; mi++) {
 		double best[2] = { 1e300, 1e300 }, peak = 0, p;
@@ -252,15 +318,17 @@ int main(int argc, char **argv)
 				if (ns < best[t])
 					best[t] = ns;
 			}
-			p = tile_peak(q);
+			p = vec ? 0 : tile_peak(q);
 			peak = p > peak ? p : peak;
 		}
 		/* multiply-adds of one expert over the best AMX pass */
 		p = (c.only ? c.only == 1 ? 2.0 : 1.0 : 3.0) * H * I * ms[mi] /
 		    best[1];
-		printf("%5u %10.1f %10.1f %8.2f %9.2f\n", ms[mi],
-		       best[0] / 1e3, best[1] / 1e3, best[1] / best[0],
-		       p / peak);
+		printf("%5u %10.1f %10.1f %8.2f", ms[mi], best[0] / 1e3,
+		       best[1] / 1e3, best[1] / best[0]);
+		if (peak > 0)
+			printf(" %9.2f", p / peak);
+		printf("\n");
 		fflush(stdout);
 	}
 	return 0;
