@@ -110,6 +110,7 @@ static inline void kern_q8_0_prepare(const void *src, size_t src_stride,
 KERN_DECLARE_Q8_0(scalar);
 KERN_DECLARE_Q8_0(avx2);
 KERN_DECLARE_Q8_0(avx512);
+KERN_DECLARE_Q8_0(avx512vnni);
 
 #define KERN_Q8_0_OPS(isa)						\
 	{								\

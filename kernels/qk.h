@@ -136,6 +136,7 @@ static inline void kern_qk_prepare(const void *src, size_t src_stride,
 KERN_DECLARE_QK_ALL(scalar);
 KERN_DECLARE_QK_ALL(avx2);
 KERN_DECLARE_QK_ALL(avx512);
+KERN_DECLARE_QK_ALL(avx512vnni);
 
 #define KERN_QK_OPS(t, isa)						\
 	{								\
