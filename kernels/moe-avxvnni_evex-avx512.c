@@ -13,7 +13,12 @@
 #define YMM_ISA avxvnni_evex
 #define YMM_VNNI 1
 #include "kernels/moe-ymm.h"
+#include "kernels/qk.h"
+#include "kernels/q8_0.h"
 
-/* KT_ISA_AVX512: what the CPU must run; the name tells it apart */
-const struct kern_ops kern_ops_avxvnni_evex = KERN_OPS(KT_ISA_AVX512,
-						       avxvnni_evex);
+/* KT_ISA_AVX512: what the CPU must run; the name tells it apart. The GGUF
+ * bodies of the same encoding: q*-avxvnni_evex-avx512.c */
+const struct kern_ops kern_ops_avxvnni_evex =
+	KERN_OPS(KT_ISA_AVX512, avxvnni_evex,
+		 [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avxvnni_evex),
+		 KERN_QK_SLOTS(avxvnni_evex));

@@ -15,8 +15,8 @@
  * first pull the next block into L2 (l2pf.h): its scales, one line per
  * group at a stride of N floats, no hardware prefetcher follows.
  *
- * Included by kernels/q8_0-{avx2,avx512}.c after defining VEC_BITS and
- * VEC_ISA.
+ * Included by kernels/q8_0-<isa>.c after defining VEC_BITS and
+ * VEC_ISA (and VEC_VNNI where not the width's default: vec.h).
  */
 #include "kernels/q8_0.h"
 #include "kernels/simd.h"
@@ -35,7 +35,7 @@
  * 392 -> 177 us per expert, down 167 -> 105) */
 #define PF	(4 * 1024)
 
-#if VEC_BITS == 512
+#if VEC_VNNI
 #define Q8_BIAS	1	/* wline() adds 128 to each w */
 AI vi wline(const uint8_t *p)
 {
@@ -47,16 +47,29 @@ AI vi dot_s8(vi acc, vi w, vi x)
 	return vi_dot_u8s8(acc, w, x);
 }
 #else
+/*
+ * Without VNNI the u8 * s8 pairs sum in int16 (vpmaddubsw): |w| * (x with
+ * w's sign), pairs within 2 * 128 * 127, where w + 128 would saturate.
+ */
 #define Q8_BIAS	0
 AI vi wline(const uint8_t *p)
 {
 	return vi_load(p);
 }
 
+#if VEC_BITS == 512
+AI vi dot_s8(vi acc, vi w, vi x)
+{
+	return vi_dot_u8s8(acc, _mm512_abs_epi8(w),
+			   _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w),
+						_mm512_setzero_si512(), x));
+}
+#else
 AI vi dot_s8(vi acc, vi w, vi x)
 {
 	return vi_dot_u8s8(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
 }
+#endif
 #endif
 
 size_t VNAME(kern_act_row_bytes_q8_0)(unsigned int K, unsigned int group)

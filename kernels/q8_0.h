@@ -111,6 +111,9 @@ KERN_DECLARE_Q8_0(scalar);
 KERN_DECLARE_Q8_0(avx2);
 KERN_DECLARE_Q8_0(avx512);
 KERN_DECLARE_Q8_0(avx512vnni);
+KERN_DECLARE_Q8_0(avx512bw);
+KERN_DECLARE_Q8_0(avxvnni);
+KERN_DECLARE_Q8_0(avxvnni_evex);	/* tests only */
 
 #define KERN_Q8_0_OPS(isa)						\
 	{								\

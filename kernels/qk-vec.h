@@ -23,8 +23,10 @@
  * token passes, as Q8_0's: their blocks are a third of its bytes, and it
  * measured no gain.
  *
- * Included by kernels/q{4,5,6}_k-{avx2,avx512}.c after defining VEC_BITS,
- * VEC_ISA (avx2, avx512), QK_T (q4_k, q5_k, q6_k) and QK_Q (its enum).
+ * Included by kernels/q{4,5,6}_k-<isa>.c after defining VEC_BITS, VEC_ISA
+ * (and VEC_VNNI where not the width's default: vec.h), QK_T (q4_k, q5_k,
+ * q6_k) and QK_Q (its enum). Every u8 * s8 pair of its dots is within
+ * int16 (values of at most 63), as vpmaddubsw needs.
  */
 #include "kernels/qk.h"
 #include "kernels/simd.h"
@@ -135,7 +137,7 @@ AI vi load_sc(const uint8_t *p)
  * for the u8 operand of vpdpbusd, not for vpmaddubsw's int16 pairs) with
  * their scales divided by 16, exactly, instead of shifted down.
  */
-#define QK_HI16		(QK_HB == 0 && VEC_BITS == 512)
+#define QK_HI16		(QK_HB == 0 && VEC_BITS == 512 && VEC_VNNI)
 
 /* nibble lines sharing one high-bit line */
 #define QK_PER		(QK_HB ? 4 / QK_HB : 1)

@@ -137,6 +137,9 @@ KERN_DECLARE_QK_ALL(scalar);
 KERN_DECLARE_QK_ALL(avx2);
 KERN_DECLARE_QK_ALL(avx512);
 KERN_DECLARE_QK_ALL(avx512vnni);
+KERN_DECLARE_QK_ALL(avx512bw);
+KERN_DECLARE_QK_ALL(avxvnni);
+KERN_DECLARE_QK_ALL(avxvnni_evex);	/* tests only */
 
 #define KERN_QK_OPS(t, isa)						\
 	{								\

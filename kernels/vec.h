@@ -4,10 +4,18 @@
  * (VEC_BITS 512) or 256-bit lanes, so that the bodies that differ only in
  * width (moe-vec.h, limits-vec.h) are written once. Included by the per-ISA
  * files, each compiled with its own -m flags, after defining VEC_BITS and
- * VEC_ISA (the suffix of the names they define).
+ * VEC_ISA (the suffix of the names they define), and VEC_VNNI where the
+ * int8 dots are not the width's usual ones: 512 bits without VNNI
+ * (Skylake-SP), 256 bits with AVX-VNNI.
  */
 #ifndef KT_KERNELS_VEC_H
 #define KT_KERNELS_VEC_H
+
+/* the int8 and int16 dots: vpdpbusd / vpdpwssd (1) or vpmaddubsw and
+ * vpmaddwd (0), whose u8 * s8 pairs the caller keeps within int16 */
+#ifndef VEC_VNNI
+#define VEC_VNNI	(VEC_BITS == 512)
+#endif
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -71,11 +79,18 @@ typedef __m512i vi;
 #define vf_cvt_f32(v)		_mm512_cvtepi32_ps(v)
 #define vf_fmsub(a, b, c)	_mm512_fmsub_ps(a, b, c)
 #define vf_fnmadd(a, b, c)	_mm512_fnmadd_ps(a, b, c)
-/* @acc + the dots of the 4 u8 of @u with the 4 s8 of @s per int32
- * (vpdpbusd: the AVX-512 VNNI bodies only) */
+#if VEC_VNNI
+/* @acc + the dots of the 4 u8 of @u with the 4 s8 of @s per int32 */
 #define vi_dot_u8s8(acc, u, s)	_mm512_dpbusd_epi32(acc, u, s)
-/* @acc + the dots of the int16 pairs of @a and @b per int32 (vpdpwssd) */
+/* @acc + the dots of the int16 pairs of @a and @b per int32 */
 #define vi_dot_i16(acc, a, b)	_mm512_dpwssd_epi32(acc, a, b)
+#else
+#define vi_dot_u8s8(acc, u, s)						\
+	_mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s),\
+						_mm512_set1_epi16(1)))
+#define vi_dot_i16(acc, a, b)						\
+	_mm512_add_epi32(acc, _mm512_madd_epi16(a, b))
+#endif
 
 /* VF_LANES int16 pairs (@p[i], @p[16 + i]) of uint8 (@sgn 0) or int8 */
 AI vi vi_load_pairs8(const void *p, int sgn)
@@ -164,6 +179,11 @@ typedef __m256i vi;
 #define vf_cvt_f32(v)		_mm256_cvtepi32_ps(v)
 #define vf_fmsub(a, b, c)	_mm256_fmsub_ps(a, b, c)
 #define vf_fnmadd(a, b, c)	_mm256_fnmadd_ps(a, b, c)
+#if VEC_VNNI
+/* AVX-VNNI, VEX-encoded */
+#define vi_dot_u8s8(acc, u, s)	_mm256_dpbusd_avx_epi32(acc, u, s)
+#define vi_dot_i16(acc, a, b)	_mm256_dpwssd_avx_epi32(acc, a, b)
+#else
 /* vpmaddubsw then vpmaddwd by ones: the caller keeps each pair of u8 * s8
  * products within int16 */
 #define vi_dot_u8s8(acc, u, s)						\
@@ -171,6 +191,7 @@ typedef __m256i vi;
 						_mm256_set1_epi16(1)))
 #define vi_dot_i16(acc, a, b)						\
 	_mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+#endif
 
 AI vi vi_load_pairs8(const void *p, int sgn)
 {
