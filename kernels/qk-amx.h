@@ -32,9 +32,10 @@
 #define QKA_SB_STEPS	(KERN_Q4_K_SUPER / KERN_TILE_K_INT8)
 
 /*
- * Scratch: moe-amx.h's (A tiles, C buffers, f), then the widened B tiles
- * of two matrices over K, the tokens' activation scale per span ([m][K /
- * 128] at most) and their sub-block sums (int16, [m][K / 32]).
+ * Scratch: the widened B tiles of two matrices over K (K * 64 bytes), the
+ * tokens' activation scale per span ([m][K / 128] at most) and their
+ * sub-block sums (int16, [m][K / 32]), then moe-amx.h's (A tiles, C
+ * buffers, f).
  */
 struct qka_scratch {
 	struct amx_scratch t;
