@@ -147,9 +147,9 @@ static void AMX_NAME(gate_up_q8_0)(const struct kern_gate_up_args *a)
 					_tile_dpbssd(3, 5, 7);
 				}
 				if (j)
-					q8a_acc(s.t.f, amx_cbuf(&s.t, j - 1), 2,
-						cnt, ws, s.xa + (size_t)tb * ns +
-						j - 1, ns);
+					q8a_acc(s.t.f, amx_cbuf(&s.t, j - 1),
+						2, cnt, ws, s.xa +
+						(size_t)tb * ns + j - 1, ns);
 				amx_store_c4(amx_cbuf(&s.t, j));
 				ws[0] = q8a_ws(a->gate, a->N, nb, k);
 				ws[1] = q8a_ws(a->up, a->N, nb, k);
@@ -215,8 +215,8 @@ static void AMX_NAME(down_q8_0)(const struct kern_down_args *a)
 						KERN_TILE_K_INT8, nb, c0 + c));
 				if (tb == 0 && kk == 0)
 					for (t = 0; t < 2 * P; t++)
-						amx_pf_tile(bt + (size_t)(2 * P +
-							    t) * AMX_TILE);
+						amx_pf_tile(bt + (size_t)
+							(2 * P + t) * AMX_TILE);
 				ar = amx_down_a(a, &s.t, nkb, nc, crow, tb, c,
 						kk);
 				amx_down_tiles(&ar, q8a_b(bt, kk), nn > 1 ?
@@ -224,9 +224,9 @@ static void AMX_NAME(down_q8_0)(const struct kern_down_args *a)
 					       NULL, 0, 1, cnt > AMX_TB, NULL,
 					       0, 1);
 				if (j)
-					q8a_acc(s.t.f, amx_cbuf(&s.t, j - 1), nn,
-						cnt, ws, s.xa + (size_t)tb * ns +
-						j - 1, ns);
+					q8a_acc(s.t.f, amx_cbuf(&s.t, j - 1),
+						nn, cnt, ws, s.xa +
+						(size_t)tb * ns + j - 1, ns);
 				amx_store_c4(amx_cbuf(&s.t, j));
 				for (h = 0; h < nn; h++)
 					ws[h] = q8a_ws(a->down, a->N, nb + h,

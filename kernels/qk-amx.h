@@ -154,11 +154,13 @@ static inline void qka_widen(enum kt_quant q, const uint8_t *t,
 	for (j = 0; j < KERN_TILE_K_INT4 / sg; j++)
 		qka_sc_load(q, &r, j0 + j, &f[j]);
 	for (l = 0; l < KERN_TILE_LINES; l++) {
-		__m512i v = _mm512_loadu_si512((const void *)(t + l * AMX_LINE));
+		__m512i v = _mm512_loadu_si512((const void *)(t +
+							      l * AMX_LINE));
 		__m512i lo = _mm512_and_si512(v, m4);
 		__m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
 		/* sub-blocks of columns 4 l and 64 + 4 l */
-		unsigned int jl = 4 * l / sg, jh = (KERN_INT4_HI_K + 4 * l) / sg;
+		unsigned int jl = 4 * l / sg;
+		unsigned int jh = (KERN_INT4_HI_K + 4 * l) / sg;
 
 		if (hb) {
 			__m512i b = _mm512_loadu_si512((const void *)(t +
@@ -330,15 +332,17 @@ qka_gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 					if (tb == 0 && k % 2 == 0)
 						/* the next row block's tile */
 						qka_pf(q, tiles[mt] + rb +
-						       kern_tile_off_q(q, k / 2));
+						       kern_tile_off_q(q,
+								       k / 2));
 					qka_step(amx_atile(&s.t, nkb, tb, k),
-						 AMX_LINE, (size_t)nkb * AMX_TILE,
+						 AMX_LINE,
+						 (size_t)nkb * AMX_TILE,
 						 s.b + mt * bw + (size_t)k *
 						 QKA_STEP_BYTES, cnt > AMX_TB);
 				}
 				if (n)
-					qka_fold(q, &pend, amx_cbuf(&s.t, n - 1),
-						 cnt);
+					qka_fold(q, &pend,
+						 amx_cbuf(&s.t, n - 1), cnt);
 				amx_store_c4(amx_cbuf(&s.t, n));
 				kern_qk_rec_at(q, mat[mt]->scales, K,
 					       nb * KERN_TILE_ROWS,
@@ -431,11 +435,12 @@ qka_down(const struct kern_down_args *a, enum kt_quant q)
 						 QKA_STEP_BYTES, cnt > AMX_TB);
 				}
 				if (c)
-					qka_fold(q, &pend, amx_cbuf(&s.t, c - 1),
-						 cnt);
+					qka_fold(q, &pend,
+						 amx_cbuf(&s.t, c - 1), cnt);
 				amx_store_c4(amx_cbuf(&s.t, c));
 				kern_qk_rec_at(q, a->down->scales, a->K,
-					       nb * KERN_TILE_ROWS, kc0, &pend.r);
+					       nb * KERN_TILE_ROWS, kc0,
+					       &pend.r);
 				pend.j0 = kc0 % KERN_Q4_K_SUPER / sg;
 				pend.nj = ns;
 				pend.xa = s.xa + (size_t)tb * nc + c;
