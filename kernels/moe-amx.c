@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * moe-amx.c - the AMX variant: tile kernels (moe-amx.h; q8_0-amx.h, qk-amx.h for
- * the GGUF blocks) for experts with at least KERN_AMX_MIN_M_<quant>
- * tokens, the AVX-512 kernels below that (each where it measured faster).
- * Both read the activation rows of the AVX-512 variant.
+ * moe-amx.c - the AMX variant: tile kernels (moe-amx.h; q8_0-amx.h and
+ * qk-amx.h for the GGUF blocks) for experts with at least
+ * KERN_AMX_MIN_M_<quant> tokens, the AVX-512 kernels below that (each
+ * where it measured faster). Both read the activation rows of the AVX-512
+ * variant.
  */
 #include <immintrin.h>
 
