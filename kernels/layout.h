@@ -101,6 +101,12 @@ static inline bool kern_quant_is_k(enum kt_quant q)
 	return q == KT_QUANT_Q4_K || q == KT_QUANT_Q5_K || q == KT_QUANT_Q6_K;
 }
 
+/* The GGUF block types: Q8_0 and the K-quants (one group of 32, one KC). */
+static inline bool kern_quant_is_gguf(enum kt_quant q)
+{
+	return q == KT_QUANT_Q8_0 || kern_quant_is_k(q);
+}
+
 /* Bits of a K-quant value above its nibble: 0 Q4_K, 1 Q5_K, 2 Q6_K. */
 static inline unsigned int kern_qk_hi_bits(enum kt_quant q)
 {

@@ -63,12 +63,18 @@ static inline unsigned int amx_mpad(unsigned int m)
 	return (m + 2 * AMX_TB - 1) / (2 * AMX_TB) * (2 * AMX_TB);
 }
 
+/* The longer K of gate/up and down: what per-K scratch is sized by. */
+static inline size_t amx_kmax(const struct kern_geom *g)
+{
+	return g->hidden > g->inter ? g->hidden : g->inter;
+}
+
 /* Bytes of the scratch below for @max_m tokens. */
 static inline size_t amx_scratch_bytes(const struct kern_geom *g,
 				       unsigned int max_m)
 {
 	size_t mp = amx_mpad(max_m);
-	size_t kmax = g->hidden > g->inter ? g->hidden : g->inter;
+	size_t kmax = amx_kmax(g);
 	size_t nc = g->inter / 128 + 1;	/* chunks of any KC */
 
 	return amx_align(mp * kmax * 2) + amx_align(mp * nc * 4) +
@@ -81,7 +87,7 @@ static inline void amx_scratch_init(struct amx_scratch *s, void *base,
 {
 	uint8_t *p = (uint8_t *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
 	size_t mp = amx_mpad(m);
-	size_t kmax = g->hidden > g->inter ? g->hidden : g->inter;
+	size_t kmax = amx_kmax(g);
 	size_t nc = g->inter / 128 + 1;
 
 	s->a = p;
@@ -166,14 +172,29 @@ static inline void amx_pad_rows(struct amx_scratch *s, unsigned int nkb,
 	AMX_BARRIER();
 }
 
-/* Prefetch the 1 KiB tile at @p into L2 (addresses past the matrix are
+/* Prefetch the @n bytes at @p into L2 (addresses past the matrix are
  * harmless: prefetches do not fault). */
+static inline void amx_pf_bytes(const uint8_t *p, size_t n)
+{
+	size_t l;
+
+	for (l = 0; l < n; l += AMX_LINE)
+		_mm_prefetch((const char *)p + l, _MM_HINT_T1);
+}
+
+/* Prefetch the 1 KiB tile at @p into L2. */
 static inline void amx_pf_tile(const uint8_t *p)
 {
-	unsigned int l;
+	amx_pf_bytes(p, AMX_TILE);
+}
 
-	for (l = 0; l < AMX_TILE; l += AMX_LINE)
-		_mm_prefetch((const char *)p + l, _MM_HINT_T1);
+/* Zero the four C tiles. */
+static inline void amx_zero_c4(void)
+{
+	_tile_zero(0);
+	_tile_zero(1);
+	_tile_zero(2);
+	_tile_zero(3);
 }
 
 /*
@@ -280,6 +301,22 @@ static inline float *amx_out(const struct kern_gate_up_args *a,
 	return a->out + i * a->out_stride + nb * 16 - a->n0;
 }
 
+/* out = GLU(gate, up) of row block @nb for tokens [tb, tb + cnt), from f's
+ * rows of 32: gate's 16 sums, then up's. */
+static inline void amx_gu_out(const struct kern_gate_up_args *a,
+			      const float *f, unsigned int nb,
+			      unsigned int tb, unsigned int cnt)
+{
+	unsigned int i;
+
+	for (i = 0; i < cnt; i++)
+		_mm512_storeu_ps(amx_out(a, nb, tb + i),
+				 kern_glu_avx512(a->glu, nb * KERN_TILE_ROWS,
+						 _mm512_loadu_ps(f + i * 32),
+						 _mm512_loadu_ps(f + i * 32 +
+								 16)));
+}
+
 /* One row block's tile loop for INT8 (@bf16 0) or BF16 over @nkb K steps. */
 static inline void amx_gu_tiles(const uint8_t *a0, const uint8_t *a1,
 				const uint8_t *gt, const uint8_t *ut,
@@ -287,10 +324,7 @@ static inline void amx_gu_tiles(const uint8_t *a0, const uint8_t *a1,
 {
 	unsigned int kb;
 
-	_tile_zero(0);
-	_tile_zero(1);
-	_tile_zero(2);
-	_tile_zero(3);
+	amx_zero_c4();
 	for (kb = 0; kb < nkb; kb++) {
 		size_t o = (size_t)kb * AMX_TILE;
 
@@ -486,10 +520,7 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 
 			amx_zero_f(s.f, 2 * AMX_TB);
 			for (g = 0; g < K / G; g++) {
-				_tile_zero(0);
-				_tile_zero(1);
-				_tile_zero(2);
-				_tile_zero(3);
+				amx_zero_c4();
 				for (k = g * G; k < (g + 1) * G; k += ks) {
 					const uint8_t *a0 = amx_atile(&s, nkb,
 						tb, k / KERN_TILE_K_INT8) +
@@ -663,12 +694,8 @@ static inline void amx_down_tiles(const struct amx_arows *ar,
 {
 	unsigned int k;
 
-	if (zero) {
-		_tile_zero(0);
-		_tile_zero(1);
-		_tile_zero(2);
-		_tile_zero(3);
-	}
+	if (zero)
+		amx_zero_c4();
 	for (k = 0; k < nk; k++) {
 		const uint8_t *ap = ar->p + k * ar->step;
 
@@ -868,10 +895,7 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 							((size_t)(c0 + c) * NB *
 							 P + (size_t)(nb + 2) *
 							 P + t) * AMX_TILE);
-				_tile_zero(0);
-				_tile_zero(1);
-				_tile_zero(2);
-				_tile_zero(3);
+				amx_zero_c4();
 				for (i = 0; i < G / ks; i++) {
 					struct amx_arows ar = amx_down_a(a,
 						&s, nkb, nc, crow, tb, c,

@@ -141,12 +141,6 @@ static int layout_one(enum kt_quant q, unsigned int hidden,
 	return 0;
 }
 
-/* The block types that may be mixed: one group (32) and one KC for all. */
-static bool mixable(enum kt_quant q)
-{
-	return q == KT_QUANT_Q8_0 || kern_quant_is_k(q);
-}
-
 int kern_pack_layout_mix(enum kt_quant q, enum kt_quant qdown,
 			 unsigned int hidden, unsigned int inter,
 			 unsigned int group, struct kern_pack_layout *l)
@@ -158,7 +152,7 @@ int kern_pack_layout_mix(enum kt_quant q, enum kt_quant qdown,
 	ret = layout_one(q, hidden, inter, group, l);
 	if (ret || qdown == q)
 		return ret;
-	if (!mixable(q) || !mixable(qdown)) {
+	if (!kern_quant_is_gguf(q) || !kern_quant_is_gguf(qdown)) {
 		l->err = "only Q8_0, Q4_K, Q5_K and Q6_K may be mixed between gate/up and down";
 		return -EINVAL;
 	}

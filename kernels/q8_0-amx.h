@@ -28,9 +28,7 @@ struct q8a_scratch {
 
 static inline size_t q8a_xbytes(const struct kern_geom *g, unsigned int m)
 {
-	size_t kmax = g->hidden > g->inter ? g->hidden : g->inter;
-
-	return amx_align((size_t)amx_mpad(m) * (kmax / Q8A_G) * 4);
+	return amx_align((size_t)amx_mpad(m) * (amx_kmax(g) / Q8A_G) * 4);
 }
 
 static inline size_t q8a_scratch_bytes(const struct kern_geom *g,
@@ -131,10 +129,7 @@ static void AMX_NAME(gate_up_q8_0)(const struct kern_gate_up_args *a)
 					amx_pf_tile(q8a_b(gt + rb, k));
 					amx_pf_tile(q8a_b(ut + rb, k));
 				}
-				_tile_zero(0);
-				_tile_zero(1);
-				_tile_zero(2);
-				_tile_zero(3);
+				amx_zero_c4();
 				_tile_loadd(4, a0, AMX_LINE);
 				_tile_loadd(6, q8a_b(gt, k), AMX_LINE);
 				_tile_loadd(7, q8a_b(ut, k), AMX_LINE);
@@ -156,13 +151,7 @@ static void AMX_NAME(gate_up_q8_0)(const struct kern_gate_up_args *a)
 			}
 			q8a_acc(s.t.f, amx_cbuf(&s.t, j - 1), 2, cnt, ws,
 				s.xa + (size_t)tb * ns + j - 1, ns);
-			for (i = 0; i < cnt; i++)
-				_mm512_storeu_ps(amx_out(a, nb, tb + i),
-					kern_glu_avx512(a->glu,
-						nb * KERN_TILE_ROWS,
-						_mm512_loadu_ps(s.t.f + i * 32),
-						_mm512_loadu_ps(s.t.f + i * 32 +
-								16)));
+			amx_gu_out(a, s.t.f, nb, tb, cnt);
 		}
 	}
 	_tile_release();

@@ -44,25 +44,20 @@ struct qka_scratch {
 	int16_t *xh;
 };
 
-static inline size_t qka_kmax(const struct kern_geom *g)
-{
-	return g->hidden > g->inter ? g->hidden : g->inter;
-}
-
 static inline size_t qka_bbytes(const struct kern_geom *g)
 {
-	return 2 * (qka_kmax(g) / KERN_TILE_K_INT8) * QKA_STEP_BYTES;
+	return 2 * (amx_kmax(g) / KERN_TILE_K_INT8) * QKA_STEP_BYTES;
 }
 
 static inline size_t qka_xbytes(const struct kern_geom *g, unsigned int m)
 {
-	return amx_align((size_t)amx_mpad(m) * (qka_kmax(g) /
+	return amx_align((size_t)amx_mpad(m) * (amx_kmax(g) /
 					       KERN_DOWN_CHUNK) * 4);
 }
 
 static inline size_t qka_hbytes(const struct kern_geom *g, unsigned int m)
 {
-	return amx_align((size_t)amx_mpad(m) * (qka_kmax(g) /
+	return amx_align((size_t)amx_mpad(m) * (amx_kmax(g) /
 					       KERN_Q4_K_SUB) * 2);
 }
 
@@ -181,15 +176,6 @@ static inline void qka_widen(enum kt_quant q, const uint8_t *t,
 	}
 }
 
-/* Prefetch the packed tile of @q at @p into L2. */
-static inline void qka_pf(enum kt_quant q, const uint8_t *p)
-{
-	size_t l;
-
-	for (l = 0; l < kern_tile_bytes(q); l += AMX_LINE)
-		_mm_prefetch((const char *)p + l, _MM_HINT_T1);
-}
-
 /* One 64-column step of a pass: A at @a0 (the second token block @next
  * bytes on), rows @ld apart; B lo and hi at @b. */
 static inline void qka_step(const uint8_t *a0, size_t ld, size_t next,
@@ -205,14 +191,6 @@ static inline void qka_step(const uint8_t *a0, size_t ld, size_t next,
 	_tile_loadd(5, a0 + next, ld);
 	_tile_dpbsud(2, 5, 6);
 	_tile_dpbssd(3, 5, 7);
-}
-
-static inline void qka_zero_c(void)
-{
-	_tile_zero(0);
-	_tile_zero(1);
-	_tile_zero(2);
-	_tile_zero(3);
 }
 
 /*
@@ -326,14 +304,14 @@ qka_gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 
 				mt = n / nsb;
 				sb = n % nsb;
-				qka_zero_c();
+				amx_zero_c4();
 				for (k = sb * QKA_SB_STEPS;
 				     k < (sb + 1) * QKA_SB_STEPS; k++) {
 					if (tb == 0 && k % 2 == 0)
 						/* the next row block's tile */
-						qka_pf(q, tiles[mt] + rb +
-						       kern_tile_off_q(q,
-								       k / 2));
+						amx_pf_bytes(tiles[mt] + rb +
+							kern_tile_off_q(q, k / 2),
+							kern_tile_bytes(q));
 					qka_step(amx_atile(&s.t, nkb, tb, k),
 						 AMX_LINE,
 						 (size_t)nkb * AMX_TILE,
@@ -357,13 +335,7 @@ qka_gate_up(const struct kern_gate_up_args *a, enum kt_quant q)
 				pend.f = s.t.f + mt * 16;
 			}
 			qka_fold(q, &pend, amx_cbuf(&s.t, n - 1), cnt);
-			for (i = 0; i < cnt; i++)
-				_mm512_storeu_ps(amx_out(a, nb, tb + i),
-					kern_glu_avx512(a->glu,
-						nb * KERN_TILE_ROWS,
-						_mm512_loadu_ps(s.t.f + i * 32),
-						_mm512_loadu_ps(s.t.f + i * 32 +
-								16)));
+			amx_gu_out(a, s.t.f, nb, tb, cnt);
 		}
 	}
 	_tile_release();
@@ -419,12 +391,13 @@ qka_down(const struct kern_down_args *a, enum kt_quant q)
 
 				if (tb == 0)
 					/* the next block's tile of chunk c */
-					qka_pf(q, a->down->tiles +
-					       kern_tile_off_q(q,
+					amx_pf_bytes(a->down->tiles +
+						kern_tile_off_q(q,
 						kern_tile_kcm_chunk(a->N,
 							a->kc, KERN_TILE_K_INT4,
-							nb + 1, c0 + c)));
-				qka_zero_c();
+							nb + 1, c0 + c)),
+						kern_tile_bytes(q));
+				amx_zero_c4();
 				for (k = 0; k < ks; k++) {
 					struct amx_arows ar = amx_down_a(a,
 						&s.t, nkb, nc, crow, tb, c,

@@ -25,14 +25,7 @@
 
 /* ---- -v: the tile bodies on no-op tiles ---- */
 #include <immintrin.h>
-#undef _tile_loadconfig
-#undef _tile_release
-#undef _tile_zero
-#undef _tile_loadd
-#undef _tile_stored
-#undef _tile_dpbssd
-#undef _tile_dpbsud
-#undef _tile_dpbf16ps
+#include "kernels/amx-untile.h"
 #define _tile_loadconfig(p)	((void)(p))
 #define _tile_release()		((void)0)
 #define _tile_zero(t)		((void)0)

@@ -138,14 +138,7 @@ static void emu_dpbf16ps(int c, int a, int b)
 		}
 }
 
-#undef _tile_loadconfig
-#undef _tile_release
-#undef _tile_zero
-#undef _tile_loadd
-#undef _tile_stored
-#undef _tile_dpbssd
-#undef _tile_dpbsud
-#undef _tile_dpbf16ps
+#include "kernels/amx-untile.h"
 #define _tile_loadconfig(p)	emu_loadconfig(p)
 #define _tile_release()		emu_release()
 #define _tile_zero(t)		emu_zero(t)
@@ -244,7 +237,7 @@ static void check_emu(struct kt_test_meta *_metadata, enum kt_quant q,
 		      unsigned int group)
 {
 	/* GGUF: int32 dots, f32 sums of the sub-blocks in another order */
-	const bool gguf = q == KT_QUANT_Q8_0 || kern_quant_is_k(q);
+	const bool gguf = kern_quant_is_gguf(q);
 	const double tol = q == KT_QUANT_INT8 ? SC_TOL_INT8 :
 			   q == KT_QUANT_INT4 || gguf ? SC_TOL_INT4 :
 			   SC_TOL_BF16;

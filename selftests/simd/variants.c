@@ -37,16 +37,11 @@ static const struct sc_case cases[] = {
 	{ .T = 2, .n0 = 496, .n1 = 512, .dn0 = 16, .dn1 = 32 },
 };
 
-static bool is_gguf(enum kt_quant q)
-{
-	return q == KT_QUANT_Q8_0 || kern_quant_is_k(q);
-}
-
 static double tol_of(enum kt_quant q)
 {
 	/* MXFP4: bf16 products, as BF16; GGUF: int32 dots, f32 block sums */
 	return q == KT_QUANT_INT8 ? SC_TOL_INT8 :
-	       q == KT_QUANT_INT4 || is_gguf(q) ? SC_TOL_INT4 : SC_TOL_BF16;
+	       q == KT_QUANT_INT4 || kern_quant_is_gguf(q) ? SC_TOL_INT4 : SC_TOL_BF16;
 }
 
 /*
@@ -72,7 +67,7 @@ static int check_ops(struct kt_test_meta *_metadata, enum kt_isa isa,
 	for (gi = 0; gi < 2; gi++) {
 		struct sc_expert e;
 
-		I = gi && is_gguf(q) ? 768 : geo[gi][1];
+		I = gi && kern_quant_is_gguf(q) ? 768 : geo[gi][1];
 		ASSERT_EQ(sc_expert_make(&e, q, geo[gi][0], I, group, 42 + gi),
 			  0);
 		for (ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
@@ -83,7 +78,7 @@ static int check_ops(struct kt_test_meta *_metadata, enum kt_isa isa,
 			 * splits their calls): the oracle is slow */
 			if (c.n1 > e.l.inter || c.dn1 > e.l.hidden ||
 			    c.c1 > e.l.inter / e.l.kc ||
-			    ((gi || is_gguf(q)) && c.T > 256))
+			    ((gi || kern_quant_is_gguf(q)) && c.T > 256))
 				continue;
 			err = sc_run(v, &e, &c, 1000 + ci);
 			if (err < 0 || err > tol_of(q) / 10)
