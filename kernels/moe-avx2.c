@@ -9,6 +9,6 @@
 #include "kernels/qk.h"
 #include "kernels/q8_0.h"
 
-const struct kern_ops kern_ops_avx2 = KERN_OPS(KT_ISA_AVX2, avx2,
+const struct kern_ops kern_ops_avx2 = KERN_OPS(KT_ISA_AVX2, avx2, avx2,
 	[KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx2),
 	KERN_QK_SLOTS(avx2));

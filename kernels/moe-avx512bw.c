@@ -13,6 +13,6 @@
 #include "kernels/q8_0.h"
 
 const struct kern_ops kern_ops_avx512bw =
-	KERN_OPS(KT_ISA_AVX512BW, avx512bw,
+	KERN_OPS(KT_ISA_AVX512BW, avx512bw, avx512bw,
 		 [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512bw),
 		 KERN_QK_SLOTS(avx512bw));

@@ -14,6 +14,6 @@
 #include "kernels/q8_0.h"
 
 const struct kern_ops kern_ops_avx512vnni =
-	KERN_OPS(KT_ISA_AVX512VNNI, avx512vnni,
+	KERN_OPS(KT_ISA_AVX512VNNI, avx512vnni, avx512bw,
 		 [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512vnni),
 		 KERN_QK_SLOTS(avx512vnni));

@@ -11,6 +11,6 @@
 #include "kernels/q8_0.h"
 
 const struct kern_ops kern_ops_avxvnni =
-	KERN_OPS(KT_ISA_AVX_VNNI, avxvnni,
+	KERN_OPS(KT_ISA_AVX_VNNI, avxvnni, avx2,
 		 [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avxvnni),
 		 KERN_QK_SLOTS(avxvnni));

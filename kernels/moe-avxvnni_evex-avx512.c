@@ -19,6 +19,6 @@
 /* KT_ISA_AVX512: what the CPU must run; the name tells it apart. The GGUF
  * bodies of the same encoding: q*-avxvnni_evex-avx512.c */
 const struct kern_ops kern_ops_avxvnni_evex =
-	KERN_OPS(KT_ISA_AVX512, avxvnni_evex,
+	KERN_OPS(KT_ISA_AVX512, avxvnni_evex, avx2,
 		 [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avxvnni_evex),
 		 KERN_QK_SLOTS(avxvnni_evex));

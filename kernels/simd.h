@@ -91,42 +91,37 @@ static inline size_t kern_act_row_bytes_b16(unsigned int K)
 	}
 
 /*
- * FP8 on the variants without AVX-512 BF16: the AVX2 + FMA kernels
- * (moe-fp8-avx2.c, which every such CPU runs) over the variant's own bf16
- * activation rows (plain bf16, the same format in every variant).
+ * FP8 and MXFP4 on the variants without AVX-512 BF16: f32 FMA over the
+ * weights widened (fp8-vec.h, mxfp4-vec.h), built at 256 bits (@body
+ * avx2: AVX2, AVX-VNNI) and at 512 (avx512bw: the AVX-512 variants
+ * without BF16), over the variant's own bf16 activation rows (plain bf16,
+ * the same format in every variant).
  */
-void kern_gate_up_fp8_avx2(const struct kern_gate_up_args *a);
-void kern_down_fp8_avx2(const struct kern_down_args *a);
-size_t kern_scratch_bytes_fp8_avx2(const struct kern_geom *g,
-				   unsigned int max_m);
+#define KERN_DECLARE_F32_BODY(quant, body)				\
+	void kern_gate_up_##quant##_##body(				\
+		const struct kern_gate_up_args *a);			\
+	void kern_down_##quant##_##body(const struct kern_down_args *a);\
+	size_t kern_scratch_bytes_##quant##_##body(			\
+		const struct kern_geom *g, unsigned int max_m)
 
-#define KERN_FP8_AVX2_OPS(sfx)						\
+KERN_DECLARE_F32_BODY(fp8, avx2);
+KERN_DECLARE_F32_BODY(fp8, avx512bw);
+KERN_DECLARE_F32_BODY(mxfp4, avx2);
+KERN_DECLARE_F32_BODY(mxfp4, avx512bw);
+
+#define KERN_F32_BODY_OPS(quant, sfx, body)				\
 	{								\
 		.act_row_bytes = kern_act_row_bytes_bf16_##sfx,		\
 		.act_prepare = kern_act_prepare_bf16_##sfx,		\
-		.scratch_bytes = kern_scratch_bytes_fp8_avx2,		\
-		.gate_up = kern_gate_up_fp8_avx2,			\
-		.down = kern_down_fp8_avx2,				\
+		.scratch_bytes = kern_scratch_bytes_##quant##_##body,	\
+		.gate_up = kern_gate_up_##quant##_##body,		\
+		.down = kern_down_##quant##_##body,			\
 	}
 
-/* MXFP4 likewise: AVX2 + FMA (moe-mxfp4-avx2.c) over the bf16 rows. */
-void kern_gate_up_mxfp4_avx2(const struct kern_gate_up_args *a);
-void kern_down_mxfp4_avx2(const struct kern_down_args *a);
-size_t kern_scratch_bytes_mxfp4_avx2(const struct kern_geom *g,
-				     unsigned int max_m);
-
-#define KERN_MXFP4_AVX2_OPS(sfx)					\
-	{								\
-		.act_row_bytes = kern_act_row_bytes_bf16_##sfx,		\
-		.act_prepare = kern_act_prepare_bf16_##sfx,		\
-		.scratch_bytes = kern_scratch_bytes_mxfp4_avx2,		\
-		.gate_up = kern_gate_up_mxfp4_avx2,			\
-		.down = kern_down_mxfp4_avx2,				\
-	}
-
-/* ...: more slots (designated initializers) of quantizations kept in
- * their own files, e.g. [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512) */
-#define KERN_OPS(id, sfx, ...)						\
+/* @body: the FP8 and MXFP4 kernels' width (KERN_F32_BODY_OPS); ...: more
+ * slots (designated initializers) of quantizations kept in their own
+ * files, e.g. [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512) */
+#define KERN_OPS(id, sfx, body, ...)						\
 	{								\
 		.isa = id,						\
 		.name = #sfx,						\
@@ -134,8 +129,10 @@ size_t kern_scratch_bytes_mxfp4_avx2(const struct kern_geom *g,
 			[KT_QUANT_INT8] = KERN_QUANT_OPS(int8, sfx),	\
 			[KT_QUANT_INT4] = KERN_QUANT_OPS(int4, sfx),	\
 			[KT_QUANT_BF16] = KERN_QUANT_OPS(bf16, sfx),	\
-			[KT_QUANT_FP8] = KERN_FP8_AVX2_OPS(sfx),	\
-			[KT_QUANT_MXFP4] = KERN_MXFP4_AVX2_OPS(sfx),	\
+			[KT_QUANT_FP8] =				\
+				KERN_F32_BODY_OPS(fp8, sfx, body),	\
+			[KT_QUANT_MXFP4] =				\
+				KERN_F32_BODY_OPS(mxfp4, sfx, body),	\
 			__VA_ARGS__					\
 		},							\
 	}

@@ -255,6 +255,15 @@ AI void vi_store_lo16(void *p, vi v)
 #error "VEC_BITS must be 512 or 256"
 #endif
 
+/* @n bf16 at @p widened to f32 at @f (@n a multiple of VF_LANES). */
+AI void vf_widen_bf16(float *f, const uint8_t *p, unsigned int n)
+{
+	unsigned int k;
+
+	for (k = 0; k < n; k += VF_LANES)
+		vf_store(f + k, vf_load_bf16(p + 2 * k));
+}
+
 /* The bits of @v folded by xor: no arithmetic, so wrapped sums are fine. */
 AI uint64_t vi_fold64(vi v)
 {
