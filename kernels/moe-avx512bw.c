@@ -3,7 +3,8 @@
  * moe-avx512bw.c - the AVX-512 variant for CPUs without VNNI and BF16
  * (Skylake-SP): vpmaddubsw + vpmaddwd for INT8/INT4, bf16 widened by a
  * shift and FMA for BF16 (body: moe-zmm.h); the GGUF blocks on the
- * 512-bit bodies with the same dots (q*-avx512bw.c).
+ * 512-bit bodies with the same dots (q*-avx512bw.c); FP8 and MXFP4 by
+ * f32 FMA at 512 bits (moe-fp8-avx512bw.c, moe-mxfp4-avx512bw.c).
  */
 #define ZMM_ISA		avx512bw
 #define ZMM_VNNI	0

@@ -4,7 +4,7 @@
  * BF16 (Cascade Lake, Ice Lake): vpdpbusd for INT8/INT4, bf16 widened by a
  * shift and FMA for BF16 (body: moe-zmm.h); the GGUF blocks on the
  * 512-bit bodies of the avx512 variant (q*-avx512vnni.c), which need no
- * BF16.
+ * BF16; FP8 and MXFP4 by f32 FMA at 512 bits (moe-*-avx512bw.c).
  */
 #define ZMM_ISA		avx512vnni
 #define ZMM_VNNI	1
