@@ -66,7 +66,6 @@ AI void fp8_rows(const uint8_t *p, int s, vf *we, vf *wo)
 	*we = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
 	*wo = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
-
 #else
 AI void fp8_rows(const uint8_t *p, int s, vf *we, vf *wo)
 {
@@ -82,7 +81,6 @@ AI void fp8_rows(const uint8_t *p, int s, vf *we, vf *wo)
 	*we = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
 	*wo = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
-
 #endif
 
 /*
@@ -166,7 +164,7 @@ AI vf scale8(const float *sp, bool chan, unsigned int kb, int s)
 		      vf_set1(sp[kb] * 256.0f);
 }
 
-/* ---- gate + up ------------------------------------------------------------ */
+/* ---- gate + up ----------------------------------------------------------- */
 
 AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 		 unsigned int i0, const int M)

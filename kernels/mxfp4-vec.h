@@ -29,7 +29,8 @@
 #define GL		KERN_MXFP4_GROUP_LINES
 #define NG		(KERN_TILE_K_MXFP4 / KERN_MXFP4_GROUP)
 #define DOWN_NSUB	1024
-#define XB		KERN_TILE_K_MXFP4	/* activations widened at once */
+/* activations widened at once */
+#define XB		KERN_TILE_K_MXFP4
 
 #if VEC_BITS == 512
 /* VF_LANES E8M0 bytes to 2^(e - 127) in f32 (e = 0: the subnormal
@@ -66,7 +67,6 @@ AI vf mx_dec(vi d, const int sh, vf tbl, vf sc)
 	return _mm512_mul_ps(_mm512_permutexvar_ps(sh ?
 		_mm512_srli_epi32(d, sh) : d, tbl), sc);
 }
-
 #else
 AI vf mx_scales(const uint8_t *p)
 {
@@ -100,7 +100,6 @@ AI vf mx_dec(vi d, const int sh, vf tbl, vf sc)
 	return _mm256_xor_ps(_mm256_mul_ps(mag, sc),
 			     _mm256_castsi256_ps(sign));
 }
-
 #endif
 
 /*

@@ -121,7 +121,7 @@ KERN_DECLARE_F32_BODY(mxfp4, avx512bw);
 /* @body: the FP8 and MXFP4 kernels' width (KERN_F32_BODY_OPS); ...: more
  * slots (designated initializers) of quantizations kept in their own
  * files, e.g. [KT_QUANT_Q8_0] = KERN_Q8_0_OPS(avx512) */
-#define KERN_OPS(id, sfx, body, ...)						\
+#define KERN_OPS(id, sfx, body, ...)					\
 	{								\
 		.isa = id,						\
 		.name = #sfx,						\
