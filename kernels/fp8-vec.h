@@ -16,6 +16,7 @@
 #include "kernels/simd.h"
 #include "kernels/vec.h"
 #include "kernels/dispatch-m.h"
+#include "kernels/add-y-vec.h"
 
 /* Row slices of a tile, one vector of VF_LANES rows each. */
 #define NS		(KERN_TILE_ROWS / VF_LANES)
@@ -35,7 +36,14 @@
 #define NHALF		(KERN_TILE_BYTES / HALF)
 #define BT		(KERN_FP8_BLOCK / KERN_TILE_K_FP8)
 #define DOWN_NSUB	1024
-#define XB		KERN_FP8_BLOCK	/* activations widened at once */
+/*
+ * Columns whose bf16 activations are widened to f32 at once, per token,
+ * for all the block's rows: each FMA then takes its factor as a broadcast
+ * from memory, where widening a pair per token and row slice cost two ALU
+ * ops beside the two FMAs (Zen 4, avx512vnni, T = 512: 265 -> 206 ms per
+ * layer).
+ */
+#define XB		KERN_FP8_BLOCK
 
 /*
  * Rows VF_LANES * @s .. of half line @p (each row's even-k and odd-k
@@ -82,22 +90,6 @@ AI void fp8_rows(const uint8_t *p, int s, vf *we, vf *wo)
 	*wo = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
 #endif
-
-/*
- * The bf16 activations of one scale block's 128 columns of M tokens, from
- * x[m], widened to f32 once for all its rows: each FMA then takes its
- * factor as a broadcast from memory, where widening a pair per token and
- * row slice cost two ALU ops beside the two FMAs (Zen 4, avx512vnni,
- * T = 512: 265 -> 206 ms per layer).
- */
-AI void x_widen(const uint8_t *const *x, const int M, float xf[][XB])
-{
-	int m;
-
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-		vf_widen_bf16(xf[m], x[m], XB);
-}
 
 /* Row slices @s0 .. @s0 + @SS - 1 of mk_fp8(), in one pass. */
 AI void mk_pass(const uint8_t *w, const uint8_t *pf, float xf[][XB],
@@ -194,7 +186,7 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			xk[m] = x[m] + (size_t)kb * KERN_FP8_BLOCK * 2;
-		x_widen(xk, M, xf);
+		vf_widen_bf16_rows(&xf[0][0], xk, M, XB);
 		mk_fp8(a->gate->tiles + off, a->gate->tiles + off + PF_DIST,
 		       xf, M, d);
 #pragma GCC unroll 16
@@ -262,7 +254,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 	const unsigned int nsub = ns1 - ns0;
 	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
 	const bool chan = a->group == KERN_FP8_CHANNEL;
-	unsigned int c, nb, n;
+	unsigned int c, nb;
 	int m, s;
 
 	memset(part, 0, sizeof(float) * MR * nsub);
@@ -274,7 +266,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 		for (m = 0; m < M; m++)
 			x[m] = a->act + (i0 + m) * a->act_stride +
 			       (c - c0) * crow;
-		x_widen(x, M, xf);
+		vf_widen_bf16_rows(&xf[0][0], x, M, XB);
 		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
 			const uint8_t *tw = down_block_at(a, c, nb);
 			const float *sp = a->down->scales + kern_fp8_scale_idx(
@@ -296,16 +288,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 				}
 		}
 	}
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		float *y = a->y + a->y_rows[i0 + m] * a->y_stride;
-		vf w = vf_set1(a->w[i0 + m]);
-
-		for (n = ns0; n < ns1; n += VF_LANES)
-			vf_store(y + n, vf_fmadd(w,
-				 vf_load(part + m * nsub + n - ns0),
-				 vf_load(y + n)));
-	}
+	down_add_y(a, KT_QUANT_FP8, i0, ns0, ns1, part, M);
 }
 
 void VNAME(kern_down_fp8)(const struct kern_down_args *a)

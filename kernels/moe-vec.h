@@ -2,8 +2,8 @@
 /*
  * moe-vec.h - the parts of the SIMD MoE kernels that differ only in vector
  * width, written once over vec.h: the activation rows (Documentation/
- * simd.md), the exp / SiLU array loops and the weighted add of a down
- * result into y. Included by moe-zmm.h and moe-ymm.h.
+ * simd.md) and the exp / SiLU array loops (the weighted add of a down
+ * result into y: add-y-vec.h). Included by moe-zmm.h and moe-ymm.h.
  */
 #ifndef KT_KERNELS_MOE_VEC_H
 #define KT_KERNELS_MOE_VEC_H
@@ -13,6 +13,7 @@
 #include "kernels/simd.h"
 #include "kernels/vec.h"
 #include "kernels/act-vec.h"
+#include "kernels/add-y-vec.h"
 
 /* ---- exp / SiLU over arrays (n a multiple of 16) -------------------------- */
 
@@ -175,34 +176,6 @@ AI void down_rows(const struct kern_down_args *a, enum kt_quant q,
 		xs[m] = vf_set1(q == KT_QUANT_BF16 ? 1.0f :
 				act_scale(x[m], a->kc));
 		gs[m] = (const int32_t *)(x[m] + a->kc + 4);
-	}
-}
-
-/* ---- y ----------------------------------------------------------------------
- * Token i0 + m of a down call: y[y_rows[i0 + m]][n] += w * part[n - ns0]
- * for n in [ns0, ns1), times the weight row's scale first for INT8 (its
- * per-row scale is applied once here, not per chunk).
- */
-AI void down_add_y(const struct kern_down_args *a, enum kt_quant q,
-		   unsigned int i0, unsigned int ns0, unsigned int ns1,
-		   const float *part, const int M)
-{
-	const unsigned int nsub = ns1 - ns0;
-	int m;
-
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		float *y = a->y + a->y_rows[i0 + m] * a->y_stride;
-		vf w = vf_set1(a->w[i0 + m]);
-		unsigned int n;
-
-		for (n = ns0; n < ns1; n += VF_LANES) {
-			vf s = vf_load(part + m * nsub + n - ns0);
-
-			if (q == KT_QUANT_INT8)
-				s = vf_mul(s, vf_load(a->down->scales + n));
-			vf_store(y + n, vf_fmadd(w, s, vf_load(y + n)));
-		}
 	}
 }
 

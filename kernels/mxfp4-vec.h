@@ -15,6 +15,7 @@
 #include "kernels/simd.h"
 #include "kernels/vec.h"
 #include "kernels/dispatch-m.h"
+#include "kernels/add-y-vec.h"
 
 /* Row slices of a tile, one vector of VF_LANES rows each. */
 #define NS		(KERN_TILE_ROWS / VF_LANES)
@@ -29,7 +30,7 @@
 #define GL		KERN_MXFP4_GROUP_LINES
 #define NG		(KERN_TILE_K_MXFP4 / KERN_MXFP4_GROUP)
 #define DOWN_NSUB	1024
-/* activations widened at once */
+/* columns whose activations are widened to f32 at once (as fp8-vec.h) */
 #define XB		KERN_TILE_K_MXFP4
 
 #if VEC_BITS == 512
@@ -101,20 +102,6 @@ AI vf mx_dec(vi d, const int sh, vf tbl, vf sc)
 			     _mm256_castsi256_ps(sign));
 }
 #endif
-
-/*
- * The bf16 activations of one tile's 128 columns of M tokens, from x[m],
- * widened to f32 once for all its rows: each FMA then takes its factor as
- * a broadcast from memory (as fp8-vec.h).
- */
-AI void x_widen(const uint8_t *const *x, const int M, float xf[][XB])
-{
-	int m;
-
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-		vf_widen_bf16(xf[m], x[m], XB);
-}
 
 /* Slice @s of the line at @p (scales @sc) for M tokens, columns @k .. +3
  * of xf[m]: the dots added to a[m][@j] in k order. */
@@ -227,7 +214,7 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			xk[m] = x[m] + (size_t)kb * KERN_TILE_K_MXFP4 * 2;
-		x_widen(xk, M, xf);
+		vf_widen_bf16_rows(&xf[0][0], xk, M, XB);
 #pragma GCC unroll 2
 		for (v = 0; v < 2; v++)
 			mk_mx(mat[v]->tiles + off,
@@ -265,7 +252,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 	const unsigned int nsub = ns1 - ns0;
 	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
 	const uint8_t *e8 = (const uint8_t *)a->down->scales;
-	unsigned int c, nb, n;
+	unsigned int c, nb;
 	int m, s;
 
 	memset(part, 0, sizeof(float) * MR * nsub);
@@ -277,7 +264,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 		for (m = 0; m < M; m++)
 			x[m] = a->act + (i0 + m) * a->act_stride +
 			       (c - c0) * crow;
-		x_widen(x, M, xf);
+		vf_widen_bf16_rows(&xf[0][0], x, M, XB);
 		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
 			const uint8_t *tw = a->down->tiles + kern_tile_off(
 				kern_tile_kcm(a->N, a->kc, KERN_TILE_K_MXFP4,
@@ -305,16 +292,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 				}
 		}
 	}
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		float *y = a->y + a->y_rows[i0 + m] * a->y_stride;
-		vf w = vf_set1(a->w[i0 + m]);
-
-		for (n = ns0; n < ns1; n += VF_LANES)
-			vf_store(y + n, vf_fmadd(w,
-				 vf_load(part + m * nsub + n - ns0),
-				 vf_load(y + n)));
-	}
+	down_add_y(a, KT_QUANT_MXFP4, i0, ns0, ns1, part, M);
 }
 
 void VNAME(kern_down_mxfp4)(const struct kern_down_args *a)

@@ -264,6 +264,17 @@ AI void vf_widen_bf16(float *f, const uint8_t *p, unsigned int n)
 		vf_store(f + k, vf_load_bf16(p + 2 * k));
 }
 
+/* The same for @M rows at x[m], to rows of @n f32 from @f on. */
+AI void vf_widen_bf16_rows(float *f, const uint8_t *const *x, const int M,
+			   unsigned int n)
+{
+	int m;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		vf_widen_bf16(f + (size_t)m * n, x[m], n);
+}
+
 /* The bits of @v folded by xor: no arithmetic, so wrapped sums are fine. */
 AI uint64_t vi_fold64(vi v)
 {
