@@ -77,6 +77,7 @@ const struct kern_ops kern_ops_amx = {
 			.down_many = kern_down_mxfp4_amx,
 			.many_min_m = KERN_AMX_MIN_M_MXFP4,
 		},
-		AMX_GGUF_SLOTS(KERN_AMX_MIN_M_GGUF),
+		AMX_GGUF_SLOTS(KERN_AMX_MIN_M_Q8_0, KERN_AMX_MIN_M_Q4_K,
+			       KERN_AMX_MIN_M_Q5_K, KERN_AMX_MIN_M_Q6_K),
 	},
 };

@@ -166,23 +166,22 @@ KERN_DECLARE_EXP(avxvnni_evex);
  * Tokens per expert from which the AMX variant runs its tile kernels
  * instead of the AVX-512 ones, per quantization: where the tiles were
  * measured to overtake AVX-512 (the table in Documentation/simd.md,
- * scripts/amx-cross.sh). INT4 needs more tokens: its tiles are widened
- * from nibbles and flushed per group before the TDPs pay off.
+ * scripts/amx-cross.sh). INT8 and INT4 switch where AVX-512 needs a
+ * second pass of its 8-token register block; BF16 early, as AVX-512 BF16
+ * costs one vdpbf16ps per token and line; FP8 and MXFP4 once the tiles
+ * they widen once per call are shared by 5 tokens; the GGUF blocks late,
+ * as their tiles fold a scale per 32 (Q6_K 16) k into f32 and the
+ * K-quants widen their row blocks first.
  */
-#define KERN_AMX_MIN_M_INT8	4
-#define KERN_AMX_MIN_M_INT4	10
+#define KERN_AMX_MIN_M_INT8	9
+#define KERN_AMX_MIN_M_INT4	9
 #define KERN_AMX_MIN_M_BF16	2
-/* FP8 widens its tiles once per call and reuses them for every token */
-#define KERN_AMX_MIN_M_FP8	4
-/* MXFP4 widens a row block once per call (scales folded in) */
-#define KERN_AMX_MIN_M_MXFP4	4
-/*
- * GGUF Q8_0 and K-quants (q8_0-amx.h, qk-amx.h): no AMX machine has timed
- * these tiles against AVX-512 yet, so `auto` keeps them off until
- * scripts/amx-cross.sh -q <quant> sets a switch point (Documentation/
- * simd.md has what their vector half costs); the tests run them.
- */
-#define KERN_AMX_MIN_M_GGUF	UINT_MAX
+#define KERN_AMX_MIN_M_FP8	5
+#define KERN_AMX_MIN_M_MXFP4	5
+#define KERN_AMX_MIN_M_Q8_0	24
+#define KERN_AMX_MIN_M_Q4_K	32
+#define KERN_AMX_MIN_M_Q5_K	32
+#define KERN_AMX_MIN_M_Q6_K	24
 
 /* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
 extern const struct kern_ops kern_ops_avxvnni_evex;

@@ -61,7 +61,7 @@ static const struct kern_ops vec_ops = {
 		[KT_QUANT_INT8] = VEC_SLOT(int8, q8),
 		[KT_QUANT_INT4] = VEC_SLOT(int4, q4),
 		[KT_QUANT_BF16] = VEC_SLOT(bf16, bf16),
-		AMX_GGUF_SLOTS(1),
+		AMX_GGUF_SLOTS(1, 1, 1, 1),
 	},
 };
 
@@ -235,8 +235,8 @@ static double tile_peak(enum kt_quant q)
 
 int main(int argc, char **argv)
 {
-	static const unsigned int ms[] = { 1, 2, 3, 4, 6, 8, 10, 12, 16, 24,
-					   32, 48, 64, 96, 128, 192, 256 };
+	static const unsigned int ms[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16,
+					   24, 32, 48, 64, 96, 128, 192, 256 };
 	enum kt_quant q = KT_QUANT_INT8;
 	unsigned int H = 2048, I = 768, G = 128, reps = 3, r, mi, mmax = 256;
 	unsigned int mmin = 1;

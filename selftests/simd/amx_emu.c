@@ -220,7 +220,7 @@ static const struct kern_ops emu_ops = {
 			.down_many = emu_mx_down,
 			.many_min_m = 1,
 		},
-		AMX_GGUF_SLOTS(1),
+		AMX_GGUF_SLOTS(1, 1, 1, 1),
 	},
 };
 
