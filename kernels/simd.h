@@ -168,15 +168,15 @@ KERN_DECLARE_EXP(avxvnni_evex);
  * measured to overtake AVX-512 (the table in Documentation/simd.md,
  * scripts/amx-cross.sh). INT8 and INT4 switch where AVX-512 needs a
  * second pass of its 8-token register block; BF16 early, as AVX-512 BF16
- * costs one vdpbf16ps per token and line; FP8 and MXFP4 once the tiles
- * they widen once per call are shared by 5 tokens; the GGUF blocks late,
+ * costs one vdpbf16ps per token and line; FP8 and MXFP4 once 3 and 5
+ * tokens share the tiles they widen once per call; the GGUF blocks late,
  * as their tiles fold a scale per 32 (Q6_K 16) k into f32 and the
  * K-quants widen their row blocks first.
  */
 #define KERN_AMX_MIN_M_INT8	9
 #define KERN_AMX_MIN_M_INT4	9
 #define KERN_AMX_MIN_M_BF16	2
-#define KERN_AMX_MIN_M_FP8	5
+#define KERN_AMX_MIN_M_FP8	3
 #define KERN_AMX_MIN_M_MXFP4	5
 #define KERN_AMX_MIN_M_Q8_0	24
 #define KERN_AMX_MIN_M_Q4_K	32
