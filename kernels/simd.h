@@ -178,10 +178,10 @@ KERN_DECLARE_EXP(avxvnni_evex);
 #define KERN_AMX_MIN_M_BF16	2
 #define KERN_AMX_MIN_M_FP8	3
 #define KERN_AMX_MIN_M_MXFP4	5
-#define KERN_AMX_MIN_M_Q8_0	24
+#define KERN_AMX_MIN_M_Q8_0	64
 #define KERN_AMX_MIN_M_Q4_K	32
 #define KERN_AMX_MIN_M_Q5_K	32
-#define KERN_AMX_MIN_M_Q6_K	24
+#define KERN_AMX_MIN_M_Q6_K	32
 
 /* The AVX-VNNI body on EVEX encodings, for tests on AVX-512 CPUs. */
 extern const struct kern_ops kern_ops_avxvnni_evex;

@@ -4,7 +4,7 @@
 # AMX, in one run: the machine, the tile kernels against the oracle on
 # real tiles (selftests/simd/variants), the switch points of every
 # quantization with tiles (scripts/amx-cross.sh: where KERN_AMX_MIN_M_*
-# come from; the GGUF blocks have none yet) and the kt bench table the
+# in kernels/simd.h come from) and the kt bench table the
 # AMX issue asks for (amx, avx512, auto at T = 1 .. 4096). Prints all a
 # closing note needs; about 30 minutes on 2 cores, -q for the switch
 # points alone (about 10).
@@ -39,16 +39,13 @@ build/selftests/simd/variants 2>&1 | grep -E '^(not )?ok .*amx|Totals' ||
 	status=1
 
 step "switch points: us per expert, one thread, weights from DRAM"
-for q in int8 int4 bf16 q8_0 q4_k q5_k q6_k; do
-	g=""
-	[ "$q" = q8_0 ] && g="-g 32"
-	# shellcheck disable=SC2086
-	build/scripts/amx-cross -q "$q" $g -r 3 -M 64 || status=1
+for q in int8 int4 bf16 fp8 mxfp4 q8_0 q4_k q5_k q6_k; do
+	build/scripts/amx-cross -q "$q" -r 3 -M 64 || status=1
 done
 
 if [ "$quick" = 0 ]; then
 	step "kt bench: amx, avx512, auto (2 threads)"
-	for m in int8 int4 bf16 q4_k q8_0; do
+	for m in int8 int4 bf16 fp8 mxfp4 q4_k q8_0; do
 		build/kt bench -m "$m" -T 1,4,32,128,512,4096 \
 			--isa amx,avx512,auto --min-time 1000 --max-time 4000 ||
 			status=1
