@@ -235,8 +235,9 @@ static double tile_peak(enum kt_quant q)
 
 int main(int argc, char **argv)
 {
-	static const unsigned int ms[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16,
-					   24, 32, 48, 64, 96, 128, 192, 256 };
+	static const unsigned int ms[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+					   12, 16, 24, 32, 48, 64, 96, 128,
+					   192, 256 };
 	enum kt_quant q = KT_QUANT_INT8;
 	unsigned int H = 2048, I = 768, G = 0, reps = 3, r, mi, mmax = 256;
 	unsigned int mmin = 1;
@@ -259,8 +260,9 @@ int main(int argc, char **argv)
 		case 'o': c.only = !strcmp(optarg, "gate_up") ? 1 : 2; break;
 		case 'v': vec = 1; break;
 		default:
-			fprintf(stderr, "usage: amx-cross [-q int8|int4|bf16|fp8|"
-				"mxfp4|q8_0|q4_k|q5_k|q6_k] "
+			fprintf(stderr, "usage: amx-cross "
+				"[-q int8|int4|bf16|fp8|mxfp4|q8_0|q4_k|q5_k|"
+				"q6_k] "
 				"[-H hidden] [-I inter] [-g group] [-r reps] "
 				"[-s weight MiB] [-m min m] [-M max m] "
 				"[-o gate_up|down] [-v]\n");
