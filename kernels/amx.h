@@ -6,6 +6,8 @@
 #ifndef KT_KERNELS_AMX_H
 #define KT_KERNELS_AMX_H
 
+#include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -31,6 +33,21 @@ static inline void kern_amx_cfg_init(struct kern_amx_cfg *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->palette = 1;
+}
+
+/*
+ * Prefetch the @n bytes at @p into L1 (addresses past a matrix are
+ * harmless: prefetches do not fault). The tile kernels issue it for
+ * weights they are about to read from DRAM: a tile load, or a widening
+ * loop of vector loads, sends its line misses out one after another;
+ * the prefetches send them together (measured in the callers).
+ */
+static inline void kern_amx_pf_l1(const void *p, size_t n)
+{
+	size_t l;
+
+	for (l = 0; l < n; l += 64)
+		_mm_prefetch((const char *)p + l, _MM_HINT_T0);
 }
 
 #endif /* KT_KERNELS_AMX_H */

@@ -186,21 +186,6 @@ static inline void amx_pf_tile(const uint8_t *p)
 	amx_pf_bytes(p, AMX_TILE);
 }
 
-/*
- * Prefetch the 1 KiB tile at @p into L1 just before it is loaded: its 16
- * line misses then go out at once, which a tile load from DRAM alone does
- * not do (INT8 gate+up from DRAM, one thread, m 1 to 8: 225 us per expert
- * without, 205-210 with; prefetching 1 to 16 tiles ahead instead, or as
- * well, measured 225-238).
- */
-static inline void amx_pf_now(const uint8_t *p)
-{
-	size_t l;
-
-	for (l = 0; l < AMX_TILE; l += AMX_LINE)
-		_mm_prefetch((const char *)p + l, _MM_HINT_T0);
-}
-
 /* Zero the four C tiles. */
 static inline void amx_zero_c4(void)
 {
@@ -273,7 +258,7 @@ static inline void amx_zero_f(float *f, unsigned int rows)
  * C3 = A5.Bu. The K loop is the whole row; the row block's tiles (2 x 16 x
  * K bytes) stay in L2 while all token blocks pass over them; the first
  * pass, which reads them from DRAM, prefetches each tile right before it
- * loads it (amx_pf_now()).
+ * loads it (kern_amx_pf_l1()).
  */
 
 /* Gather the m rows (K bytes each) into A tiles; @xs: their scales. */
@@ -341,9 +326,12 @@ static inline void amx_gu_tiles(const uint8_t *a0, const uint8_t *a1,
 	for (kb = 0; kb < nkb; kb++) {
 		size_t o = (size_t)kb * AMX_TILE;
 
+		/* the tiles about to be loaded (INT8 gate+up from DRAM, one
+		 * thread, m 1 to 8: 225 us per expert without, 205-210
+		 * with; 1 to 16 tiles ahead instead, or as well: 225-238) */
 		if (pf) {
-			amx_pf_now(gt + o);
-			amx_pf_now(ut + o);
+			kern_amx_pf_l1(gt + o, AMX_TILE);
+			kern_amx_pf_l1(ut + o, AMX_TILE);
 		}
 		_tile_loadd(4, a0 + o, AMX_LINE);
 		_tile_loadd(6, gt + o, AMX_LINE);

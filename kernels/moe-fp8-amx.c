@@ -21,6 +21,8 @@
 #define CW		(TILE / 4)		/* floats of a C tile */
 /* BF16 tiles (K 32) of one 128-column scale block */
 #define BK		(KERN_FP8_BLOCK / KERN_TILE_K_BF16)
+/* FP8 tiles (K 64) of one scale block */
+#define BT8		(KERN_FP8_BLOCK / KERN_TILE_K_FP8)
 /* ldtilecfg and tileloadd read memory the compiler does not see */
 #define BARRIER()	__asm__ volatile("" ::: "memory")
 
@@ -132,18 +134,19 @@ static const uint8_t *atile(const struct fp8_amx *s, unsigned int nkb,
 }
 
 /*
- * Prefetch the @n FP8 tiles at @t that the next widen() reads, into L1,
- * one block ahead: widen() reads its lines one after another and stalled
- * on each (from DRAM, one thread, us per expert: gate+up 562 -> 378 at 32
- * tokens; down 270 -> 241 at 32, 177 -> 157 at 4; two blocks ahead:
- * 445 for gate+up). Addresses past the matrix are harmless.
+ * Tiles of one scale block (FP8, 1 KiB each) are prefetched one block
+ * ahead of widen(), whose vector loads stalled line by line (from DRAM,
+ * one thread, us per expert: gate+up 562 -> 378 at 32 tokens; down 270 ->
+ * 241 at 32, 177 -> 157 at 4; two blocks ahead: 445 for gate+up).
  */
-static void prefetch_tiles(const uint8_t *t, unsigned int n)
-{
-	size_t l;
+#define PF_BYTES	(BT8 * TILE)
 
-	for (l = 0; l < (size_t)n * TILE; l += LINE)
-		_mm_prefetch((const char *)t + l, _MM_HINT_T0);
+/* The FP8 tiles of down's scale block for column block @nb, chunk @c. */
+static const uint8_t *down_tiles(const struct kern_down_args *a,
+				 unsigned int nb, unsigned int c)
+{
+	return a->down->tiles + kern_tile_off(kern_tile_kcm(a->N, a->kc,
+		KERN_TILE_K_FP8, nb, c * BT8));
 }
 
 /* @n adjacent FP8 tiles at @t to 2 @n BF16 tiles at @d. */
@@ -203,7 +206,7 @@ void kern_gate_up_fp8_amx(const struct kern_gate_up_args *a)
 		zero_f(s.fg, mp);
 		zero_f(s.fu, mp);
 		for (b = 0; b < nsb; b++) {
-			size_t bo = kern_tile_off((size_t)b * BK / 2);
+			size_t bo = kern_tile_off((size_t)b * BT8);
 
 			/* C columns are output rows: per-row scales load */
 			__m512 vg = chan ? _mm512_loadu_ps(sg) :
@@ -214,12 +217,12 @@ void kern_gate_up_fp8_amx(const struct kern_gate_up_args *a)
 			/* the block's 2 FP8 tiles per matrix: 4 B tiles each,
 			 * in L1 for every token pair; the next block's (or
 			 * row block's) follow them */
-			prefetch_tiles(a->gate->tiles + off + bo +
-				       kern_tile_off(BK / 2), BK / 2);
-			prefetch_tiles(a->up->tiles + off + bo +
-				       kern_tile_off(BK / 2), BK / 2);
-			widen(a->gate->tiles + off + bo, BK / 2, s.bg);
-			widen(a->up->tiles + off + bo, BK / 2, s.bu);
+			kern_amx_pf_l1(a->gate->tiles + off + bo + PF_BYTES,
+				       PF_BYTES);
+			kern_amx_pf_l1(a->up->tiles + off + bo + PF_BYTES,
+				       PF_BYTES);
+			widen(a->gate->tiles + off + bo, BT8, s.bg);
+			widen(a->up->tiles + off + bo, BT8, s.bu);
 			BARRIER();
 
 			for (tb = 0; tb < mp; tb += 2 * TB) {
@@ -297,23 +300,16 @@ void kern_down_fp8_amx(const struct kern_down_args *a)
 	for (nb = a->n0 / TB; nb < a->n1 / TB; nb++) {
 		zero_f(s.fg, mp);
 		for (c = c0; c < c1; c++) {
-			const uint8_t *t = a->down->tiles + kern_tile_off(
-				kern_tile_kcm(a->N, a->kc, KERN_TILE_K_FP8, nb,
-					      c * (KERN_FP8_BLOCK /
-						   KERN_TILE_K_FP8)));
+			const uint8_t *t = down_tiles(a, nb, c);
 			const float *sp = a->down->scales + kern_fp8_scale_idx(
 				a->group, a->K, nb * TB, c * a->kc);
 			__m512 vs = a->group == KERN_FP8_CHANNEL ?
 				_mm512_loadu_ps(sp) : _mm512_set1_ps(*sp);
 
-			prefetch_tiles(a->down->tiles + kern_tile_off(
-				kern_tile_kcm(a->N, a->kc, KERN_TILE_K_FP8,
-					      c + 1 < c1 ? nb : nb + 1,
-					      (c + 1 < c1 ? c + 1 : c0) *
-					      (KERN_FP8_BLOCK /
-					       KERN_TILE_K_FP8))),
-				KERN_FP8_BLOCK / KERN_TILE_K_FP8);
-			widen(t, KERN_FP8_BLOCK / KERN_TILE_K_FP8, s.bg);
+			/* the next chunk's, or the next block's first */
+			kern_amx_pf_l1(c + 1 < c1 ? down_tiles(a, nb, c + 1) :
+				       down_tiles(a, nb + 1, c0), PF_BYTES);
+			widen(t, BT8, s.bg);
 			BARRIER();
 			for (tb = 0; tb < mp; tb += 2 * TB) {
 				unsigned int cnt = a->m - tb < 2 * TB ?

@@ -133,9 +133,9 @@ mxa_scale_pair(__m512i w, __m512 sc)
 /* Bytes of one group of 16 rows (32 k) in the packed tiles. */
 #define MXA_GROUP_BYTES	(KERN_MXFP4_GROUP_LINES * KERN_MXFP4_LINE)
 /*
- * Groups that mxa_widen() prefetches ahead (past the matrix is harmless).
- * Gate+up from DRAM, one thread: at 4 tokens 396 us per expert without,
- * 343 with; at 32, 750 -> 599 (16 groups ahead measured the same).
+ * Groups that mxa_widen() prefetches ahead: its loads stalled line by line
+ * without (gate+up from DRAM, one thread: at 4 tokens 396 us per expert
+ * without, 343 with; at 32, 750 -> 599; 16 groups ahead the same).
  */
 #define MXA_PF_GROUPS	4
 
@@ -153,13 +153,9 @@ static inline void mxa_widen(const uint8_t *t, const uint8_t *e8,
 	for (g = 0; g < ng; g++) {
 		const uint8_t *p = t + (size_t)g * MXA_GROUP_BYTES;
 		__m512 sc = mx_scale16(e8 + g * sstride);
-		size_t q;
 
-		/* the group MXA_PF_GROUPS on, into L1: the lines of one
-		 * group stalled one after another without it */
-		for (q = 0; q < MXA_GROUP_BYTES; q += 64)
-			_mm_prefetch((const char *)p + MXA_PF_GROUPS *
-				     MXA_GROUP_BYTES + q, _MM_HINT_T0);
+		kern_amx_pf_l1(p + MXA_PF_GROUPS * MXA_GROUP_BYTES,
+			       MXA_GROUP_BYTES);
 
 		for (l = 0; l < KERN_MXFP4_GROUP_LINES; l++) {
 			__m512i lo, hi;
