@@ -30,6 +30,9 @@
 #define AMX_TILE	KERN_TILE_BYTES		/* one A, B or C tile */
 #define AMX_LINE	KERN_TILE_ROW_BYTES	/* one tile row */
 #define AMX_CW		(AMX_TILE / 4)		/* 32-bit words of a C tile */
+#ifndef AMX_GU_NEXT_MAX
+#define AMX_GU_NEXT_MAX	(4 * AMX_LINE)
+#endif
 
 /*
  * tileloadd reads memory the compiler does not see as an operand (and
@@ -315,12 +318,68 @@ static inline void amx_gu_out(const struct kern_gate_up_args *a,
 								 16)));
 }
 
-/* One row block's tile loop for INT8 (@bf16 0) or BF16 over @nkb K steps. */
-static inline void amx_gu_tiles(const uint8_t *a0, const uint8_t *a1,
-				const uint8_t *gt, const uint8_t *ut,
-				unsigned int nkb, int two, int pf, int bf16)
+/*
+ * The passes run one step of a software pipeline apart: the C tiles of
+ * pass n are stored to one of two buffers (amx_cbuf()) and finished by the
+ * vector units, row by row between the tile instructions of pass n + 1.
+ */
+static inline int32_t *amx_cbuf(const struct amx_scratch *s, unsigned int n)
 {
-	unsigned int kb;
+	return s->c + (n & 1) * 4 * AMX_CW;
+}
+
+/* A stored gate+up pass waiting to be finished: @cnt rows from @tb. */
+struct amx_gu_pend {
+	const int32_t *c;
+	unsigned int nb, tb, cnt;
+};
+
+/* Finish row @i of the pending pass @p: out = GLU(gate, up). */
+static inline void amx_gu_fin_row(const struct kern_gate_up_args *a,
+				  const struct amx_scratch *s,
+				  const struct amx_gu_pend *p, unsigned int i,
+				  int bf16)
+{
+	const int32_t *c = amx_crow(p->c, i);
+	__m512 g, u;
+
+	if (bf16) {
+		g = _mm512_loadu_ps((const float *)c);
+		u = _mm512_loadu_ps((const float *)(c + AMX_CW));
+	} else {
+		__m512 xs = _mm512_set1_ps(s->xs[p->tb + i]);
+
+		/* (float)acc * (xs * ws): the oracle's order */
+		g = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(
+				(const void *)c)),
+			_mm512_mul_ps(xs, _mm512_loadu_ps(a->gate->scales +
+							  p->nb * 16)));
+		u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(
+				(const void *)(c + AMX_CW))),
+			_mm512_mul_ps(xs, _mm512_loadu_ps(a->up->scales +
+							  p->nb * 16)));
+	}
+	_mm512_storeu_ps(amx_out(a, p->nb, p->tb + i),
+			 kern_glu_avx512(a->glu, p->nb * KERN_TILE_ROWS, g, u));
+}
+
+/*
+ * One pass of INT8 (@bf16 0) or BF16 gate+up over @nkb K steps: A tiles
+ * from @a0 (and @a1 if @two), B from @gt and @ut. Per step it also
+ * finishes one row of the pending pass @p, and prefetches @per bytes of
+ * the next row block's gate (@ng) and up (@nu) tiles into L2. @pf: the
+ * first pass, whose B tiles come from DRAM.
+ */
+static inline void amx_gu_tiles(const struct kern_gate_up_args *a,
+				const struct amx_scratch *s,
+				const struct amx_gu_pend *p,
+				const uint8_t *a0, const uint8_t *a1,
+				const uint8_t *gt, const uint8_t *ut,
+				unsigned int nkb, int two, int pf, int bf16,
+				const uint8_t *ng, const uint8_t *nu,
+				size_t per)
+{
+	unsigned int kb, i;
 
 	amx_zero_c4();
 	for (kb = 0; kb < nkb; kb++) {
@@ -333,6 +392,10 @@ static inline void amx_gu_tiles(const uint8_t *a0, const uint8_t *a1,
 			kern_amx_pf_l1(gt + o, AMX_TILE);
 			kern_amx_pf_l1(ut + o, AMX_TILE);
 		}
+		if (per) {
+			amx_pf_bytes(ng + kb * per, per);
+			amx_pf_bytes(nu + kb * per, per);
+		}
 		_tile_loadd(4, a0 + o, AMX_LINE);
 		_tile_loadd(6, gt + o, AMX_LINE);
 		_tile_loadd(7, ut + o, AMX_LINE);
@@ -343,110 +406,74 @@ static inline void amx_gu_tiles(const uint8_t *a0, const uint8_t *a1,
 			_tile_dpbssd(0, 4, 6);
 			_tile_dpbssd(1, 4, 7);
 		}
-		if (!two)
-			continue;
-		_tile_loadd(5, a1 + o, AMX_LINE);
-		if (bf16) {
-			_tile_dpbf16ps(2, 5, 6);
-			_tile_dpbf16ps(3, 5, 7);
-		} else {
-			_tile_dpbssd(2, 5, 6);
-			_tile_dpbssd(3, 5, 7);
+		if (two) {
+			_tile_loadd(5, a1 + o, AMX_LINE);
+			if (bf16) {
+				_tile_dpbf16ps(2, 5, 6);
+				_tile_dpbf16ps(3, 5, 7);
+			} else {
+				_tile_dpbssd(2, 5, 6);
+				_tile_dpbssd(3, 5, 7);
+			}
 		}
+		if (!pf && kb < p->cnt)
+			amx_gu_fin_row(a, s, p, kb, bf16);
 	}
+	for (i = pf ? 0 : nkb; i < p->cnt; i++)
+		amx_gu_fin_row(a, s, p, i, bf16);
 }
 
 /*
- * The passes run one step of a software pipeline apart: the C tiles of
- * pass n are stored to one of two buffers (amx_cbuf()) and finished by the
- * vector units while the TDPs of pass n + 1 run on the tile unit.
+ * INT8 (@bf16 0) and BF16 gate+up: passes over (row block, token pair).
+ * A row block's tiles (2 x 16 x K bytes) stay in L2 while its passes run;
+ * the passes after the first prefetch the next row block's tiles, spread
+ * evenly over their K steps.
  */
-static inline int32_t *amx_cbuf(const struct amx_scratch *s, unsigned int n)
-{
-	return s->c + (n & 1) * 4 * AMX_CW;
-}
-
-/* Finish an INT8 gate+up pass: tokens [tb, tb + cnt) of row block nb. */
-static inline void amx_gu_fin_q8(const struct kern_gate_up_args *a,
-				 const struct amx_scratch *s,
-				 const int32_t *cb, unsigned int nb,
-				 unsigned int tb, unsigned int cnt)
-{
-	__m512 wsg = _mm512_loadu_ps(a->gate->scales + nb * 16);
-	__m512 wsu = _mm512_loadu_ps(a->up->scales + nb * 16);
-	unsigned int i;
-
-	for (i = 0; i < cnt; i++) {
-		const int32_t *c = amx_crow(cb, i);
-		__m512 xs = _mm512_set1_ps(s->xs[tb + i]);
-		/* (float)acc * (xs * ws): the oracle's order */
-		__m512 g = _mm512_mul_ps(_mm512_cvtepi32_ps(
-			_mm512_loadu_si512((const void *)c)),
-			_mm512_mul_ps(xs, wsg));
-		__m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(
-			_mm512_loadu_si512((const void *)(c + AMX_CW))),
-			_mm512_mul_ps(xs, wsu));
-
-		_mm512_storeu_ps(amx_out(a, nb, tb + i),
-				 kern_glu_avx512(a->glu, nb * KERN_TILE_ROWS, g, u));
-	}
-}
-
-static inline void amx_gu_fin_bf16(const struct kern_gate_up_args *a,
-				   const int32_t *cb, unsigned int nb,
-				   unsigned int tb, unsigned int cnt)
-{
-	unsigned int i;
-
-	for (i = 0; i < cnt; i++) {
-		const float *r = (const float *)amx_crow(cb, i);
-
-		_mm512_storeu_ps(amx_out(a, nb, tb + i),
-				 kern_glu_avx512(a->glu, nb * KERN_TILE_ROWS,
-					_mm512_loadu_ps(r),
-					_mm512_loadu_ps(r + AMX_CW)));
-	}
-}
-
-/* INT8 (@bf16 0) and BF16 gate+up: passes over (row block, token pair). */
 static inline void amx_gate_up_8_16(const struct kern_gate_up_args *a,
 				    int bf16)
 {
 	struct kern_geom geom = { a->K, a->N, 0, 128 };
 	unsigned int kt = bf16 ? KERN_TILE_K_BF16 : KERN_TILE_K_INT8;
 	unsigned int nkb = a->K / kt, mp = amx_mpad(a->m);
-	unsigned int nb, tb, n = 0, pnb = 0, ptb = 0;
+	unsigned int np = mp / (2 * AMX_TB), nb, tb, n = 0;
+	size_t rbb = (size_t)nkb * AMX_TILE;	/* bytes of a row block */
+	/* next row block bytes per K step of the passes after the first;
+	 * none when that is more than AMX_GU_NEXT_MAX */
+	size_t per = np > 1 ? (rbb / ((np - 1) * nkb) + AMX_LINE - 1) /
+			      AMX_LINE * AMX_LINE : 0;
+	struct amx_gu_pend pend = { NULL, 0, 0, 0 };
 	struct amx_scratch s;
 
+	if (per > AMX_GU_NEXT_MAX)
+		per = 0;
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
 	amx_gu_gather(a, &s, (size_t)nkb * AMX_LINE, !bf16);
 	amx_config(AMX_LINE, 16);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
-		size_t off = (size_t)nb * nkb * AMX_TILE;
+		size_t off = (size_t)nb * rbb;
 
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB, n++) {
-			amx_gu_tiles(amx_atile(&s, nkb, tb, 0),
+			/* offset in the next row block of this pass's part */
+			size_t nx = tb ? (tb / (2 * AMX_TB) - 1) * nkb * per :
+				    rbb;
+			int pn = nb + 1 < a->n1 / 16 && nx < rbb;
+
+			amx_gu_tiles(a, &s, &pend, amx_atile(&s, nkb, tb, 0),
 				     amx_atile(&s, nkb, tb + AMX_TB, 0),
 				     a->gate->tiles + off, a->up->tiles + off,
 				     nkb, amx_cnt(a->m, tb) > AMX_TB, tb == 0,
-				     bf16);
-			if (n && bf16)
-				amx_gu_fin_bf16(a, amx_cbuf(&s, n - 1), pnb,
-						ptb, amx_cnt(a->m, ptb));
-			else if (n)
-				amx_gu_fin_q8(a, &s, amx_cbuf(&s, n - 1), pnb,
-					      ptb, amx_cnt(a->m, ptb));
+				     bf16, a->gate->tiles + off + rbb + nx * pn,
+				     a->up->tiles + off + rbb + nx * pn,
+				     pn ? per : 0);
 			amx_store_c4(amx_cbuf(&s, n));
-			pnb = nb;
-			ptb = tb;
+			pend.c = amx_cbuf(&s, n);
+			pend.nb = nb;
+			pend.tb = tb;
+			pend.cnt = amx_cnt(a->m, tb);
 		}
 	}
-	if (bf16)
-		amx_gu_fin_bf16(a, amx_cbuf(&s, n - 1), pnb, ptb,
-				amx_cnt(a->m, ptb));
-	else
-		amx_gu_fin_q8(a, &s, amx_cbuf(&s, n - 1), pnb, ptb,
-			      amx_cnt(a->m, ptb));
+	for (tb = 0; tb < pend.cnt; tb++)
+		amx_gu_fin_row(a, &s, &pend, tb, bf16);
 	_tile_release();
 }
 
