@@ -30,9 +30,9 @@
 #define AMX_TILE	KERN_TILE_BYTES		/* one A, B or C tile */
 #define AMX_LINE	KERN_TILE_ROW_BYTES	/* one tile row */
 #define AMX_CW		(AMX_TILE / 4)		/* 32-bit words of a C tile */
-#ifndef AMX_GU_NEXT_MAX
+/* Most bytes per K step and matrix that gate+up's later passes prefetch
+ * of the next row block: more (2 to 4 passes) made BF16 T = 512 slower. */
 #define AMX_GU_NEXT_MAX	(4 * AMX_LINE)
-#endif
 
 /*
  * tileloadd reads memory the compiler does not see as an operand (and
@@ -368,7 +368,8 @@ static inline void amx_gu_fin_row(const struct kern_gate_up_args *a,
  * from @a0 (and @a1 if @two), B from @gt and @ut. Per step it also
  * finishes one row of the pending pass @p, and prefetches @per bytes of
  * the next row block's gate (@ng) and up (@nu) tiles into L2. @pf: the
- * first pass, whose B tiles come from DRAM.
+ * first pass, whose B tiles come from DRAM; it finishes @p after its loop
+ * (output stores within it would take fill buffers from the weights).
  */
 static inline void amx_gu_tiles(const struct kern_gate_up_args *a,
 				const struct amx_scratch *s,
