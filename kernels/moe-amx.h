@@ -40,6 +40,16 @@
  */
 #define AMX_BARRIER()	__asm__ volatile("" ::: "memory")
 
+/* C[c] += A[a] . B[b] in BF16 (@bf16) or INT8; a macro: the tile
+ * intrinsics take their tile numbers as immediates. */
+#define AMX_DP(bf16, c, a, b)						\
+	do {								\
+		if (bf16)						\
+			_tile_dpbf16ps(c, a, b);			\
+		else							\
+			_tile_dpbssd(c, a, b);				\
+	} while (0)
+
 /*
  * Per-call scratch. Activations are gathered once per call into A-tile
  * order: block (tb, kb) of 16 tokens x 64 bytes is one contiguous tile at
@@ -400,22 +410,12 @@ static inline void amx_gu_tiles(const struct kern_gate_up_args *a,
 		_tile_loadd(4, a0 + o, AMX_LINE);
 		_tile_loadd(6, gt + o, AMX_LINE);
 		_tile_loadd(7, ut + o, AMX_LINE);
-		if (bf16) {
-			_tile_dpbf16ps(0, 4, 6);
-			_tile_dpbf16ps(1, 4, 7);
-		} else {
-			_tile_dpbssd(0, 4, 6);
-			_tile_dpbssd(1, 4, 7);
-		}
+		AMX_DP(bf16, 0, 4, 6);
+		AMX_DP(bf16, 1, 4, 7);
 		if (two) {
 			_tile_loadd(5, a1 + o, AMX_LINE);
-			if (bf16) {
-				_tile_dpbf16ps(2, 5, 6);
-				_tile_dpbf16ps(3, 5, 7);
-			} else {
-				_tile_dpbssd(2, 5, 6);
-				_tile_dpbssd(3, 5, 7);
-			}
+			AMX_DP(bf16, 2, 5, 6);
+			AMX_DP(bf16, 3, 5, 7);
 		}
 		if (!pf && kb < p->cnt)
 			amx_gu_fin_row(a, s, p, kb, bf16);
@@ -734,30 +734,17 @@ static inline void amx_down_tiles(const struct amx_arows *ar,
 		}
 		_tile_loadd(4, ap, ar->ld);
 		_tile_loadd(6, b0 + k * bs, AMX_LINE);
-		if (bf16)
-			_tile_dpbf16ps(0, 4, 6);
-		else
-			_tile_dpbssd(0, 4, 6);
+		AMX_DP(bf16, 0, 4, 6);
 		if (b1) {
 			_tile_loadd(7, b1 + k * bs, AMX_LINE);
-			if (bf16)
-				_tile_dpbf16ps(1, 4, 7);
-			else
-				_tile_dpbssd(1, 4, 7);
+			AMX_DP(bf16, 1, 4, 7);
 		}
 		if (!two)
 			continue;
 		_tile_loadd(5, ap + ar->next, ar->ld);
-		if (bf16)
-			_tile_dpbf16ps(2, 5, 6);
-		else
-			_tile_dpbssd(2, 5, 6);
-		if (b1) {
-			if (bf16)
-				_tile_dpbf16ps(3, 5, 7);
-			else
-				_tile_dpbssd(3, 5, 7);
-		}
+		AMX_DP(bf16, 2, 5, 6);
+		if (b1)
+			AMX_DP(bf16, 3, 5, 7);
 	}
 }
 
