@@ -92,7 +92,7 @@ static inline const uint8_t *q8a_b(const uint8_t *t, unsigned int k)
  * order, gate and up as the two B tiles, the C of one folded into f while
  * the next one's TDPs run; f holds gate's 16 sums then up's per token.
  * The row block's tiles stay in L2 for all token pairs; the first pass
- * prefetches the next row block's.
+ * prefetches the next row block's tiles and scale lines.
  */
 static void AMX_NAME(gate_up_q8_0)(const struct kern_gate_up_args *a)
 {
@@ -128,6 +128,12 @@ static void AMX_NAME(gate_up_q8_0)(const struct kern_gate_up_args *a)
 				if (tb == 0 && k % KERN_TILE_K_INT8 == 0) {
 					amx_pf_tile(q8a_b(gt + rb, k));
 					amx_pf_tile(q8a_b(ut + rb, k));
+				}
+				if (tb == 0 && nb + 1 < a->n1 / 16) {
+					amx_pf_scale(a->gate, a->N, nb + 1,
+						     k / Q8A_G);
+					amx_pf_scale(a->up, a->N, nb + 1,
+						     k / Q8A_G);
 				}
 				amx_zero_c4();
 				_tile_loadd(4, a0, AMX_LINE);

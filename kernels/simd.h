@@ -169,16 +169,17 @@ KERN_DECLARE_EXP(avxvnni_evex);
  * scripts/amx-cross.sh). INT8 and INT4 switch where AVX-512 needs a
  * second pass of its 8-token register block; BF16 early, as AVX-512 BF16
  * costs one vdpbf16ps per token and line; FP8 and MXFP4 once 3 and 5
- * tokens share the tiles they widen once per call; the GGUF blocks late,
- * as their tiles fold a scale per 32 (Q6_K 16) k into f32 and the
- * K-quants widen their row blocks first.
+ * tokens share the tiles they widen once per call; the K-quants late, as
+ * their tiles widen the row blocks first and fold a scale per super-block
+ * into f32; Q8_0, which folds one per 32 k, from 8, where its tiles keep
+ * the fold's vector work under AVX-512's.
  */
 #define KERN_AMX_MIN_M_INT8	9
 #define KERN_AMX_MIN_M_INT4	9
 #define KERN_AMX_MIN_M_BF16	2
 #define KERN_AMX_MIN_M_FP8	3
 #define KERN_AMX_MIN_M_MXFP4	5
-#define KERN_AMX_MIN_M_Q8_0	64
+#define KERN_AMX_MIN_M_Q8_0	8
 #define KERN_AMX_MIN_M_Q4_K	32
 #define KERN_AMX_MIN_M_Q5_K	32
 #define KERN_AMX_MIN_M_Q6_K	32
