@@ -46,38 +46,42 @@
 #define XB		KERN_FP8_BLOCK
 
 /*
- * Rows VF_LANES * @s .. of half line @p (each row's even-k and odd-k
- * byte): the even-k and odd-k weights, each 2^-8 of its E4M3 value,
- * exactly. An E4M3 byte's 7 low bits, 7 places up, are an f16 of the same
- * mantissa and an exponent 8 lower (bias 15 against 7), subnormals
- * included; the sign goes to bit 15, and F16C widens it. The scales put
- * the 2^8 back (scale8()). The NaN encodings read as +-480, as on
- * AVX-512. The mask: sign-extended and 7 places up, the sign lands in bit
- * 15 and again in bit 14, which it clears; the magnitude in bits 7-13.
+ * Line @p (k pairs h and h + 1, one per half line; each row's even-k and
+ * odd-k byte), rows VF_LANES * @s ..: the weights of k = 2h .. 2h + 3 in
+ * w[0..3], each 2^-8 of its E4M3 value, exactly. An E4M3 byte's 7 low
+ * bits, 7 places up, are an f16 of the same mantissa and an exponent 8
+ * lower (bias 15 against 7), subnormals included; the sign goes to bit
+ * 15, and F16C widens it. The scales put the 2^8 back (scale8()). The NaN
+ * encodings read as +-480, as on AVX-512. The mask: sign-extended and 7
+ * places up, the sign lands in bit 15 and again in bit 14, which it
+ * clears; the magnitude in bits 7-13.
  */
 #if VEC_BITS == 512
-AI void fp8_rows(const uint8_t *p, int s, vf *we, vf *wo)
+/*
+ * A half line's 16-bit word r is row r's even byte, then its odd: the odd
+ * byte is the word shifted right once (arithmetic), the even one first
+ * shifted up 8. Shifts and masks only: the shuffles that gathered the
+ * bytes (vpshufb, vpermq, vpmovsxbw) shared port 5 with the widening
+ * (one line, in L1: 13 -> 10.5 cycles).
+ */
+AI void fp8_line(const uint8_t *p, int s, vf w[4])
 {
-	/* per 128-bit lane: 8 rows' evens, then their odds; then the
-	 * qwords in the order evens 0-7, evens 8-15, odds 0-7, odds 8-15 */
-	const __m256i sel = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14,
-					     1, 3, 5, 7, 9, 11, 13, 15,
-					     0, 2, 4, 6, 8, 10, 12, 14,
-					     1, 3, 5, 7, 9, 11, 13, 15);
-	__m256i b = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(
-		_mm256_loadu_si256((const void *)p), sel),
-		_MM_SHUFFLE(3, 1, 2, 0));
-	__m512i h = _mm512_and_si512(_mm512_slli_epi16(
-		_mm512_cvtepi8_epi16(b), 7), _mm512_set1_epi16((short)0xbf80));
+	const __m512i mask = _mm512_set1_epi16((short)0xbf80);
+	__m512i b = _mm512_loadu_si512((const void *)p);
+	__m512i ev = _mm512_and_si512(_mm512_srai_epi16(
+		_mm512_slli_epi16(b, 8), 1), mask);
+	__m512i od = _mm512_and_si512(_mm512_srai_epi16(b, 1), mask);
 
 	(void)s;
-	*we = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-	*wo = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+	w[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(ev));
+	w[1] = _mm512_cvtph_ps(_mm512_castsi512_si256(od));
+	w[2] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(ev, 1));
+	w[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(od, 1));
 }
 #else
+/* half line @p: bytes r0e r0o r1e r1o ... to the eight evens, the odds */
 AI void fp8_rows(const uint8_t *p, int s, vf *we, vf *wo)
 {
-	/* bytes r0e r0o r1e r1o ... to the eight evens, then the eight odds */
 	const __m128i sel = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14,
 					  1, 3, 5, 7, 9, 11, 13, 15);
 	__m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const void *)(p +
@@ -89,43 +93,66 @@ AI void fp8_rows(const uint8_t *p, int s, vf *we, vf *wo)
 	*we = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
 	*wo = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
+
+AI void fp8_line(const uint8_t *p, int s, vf w[4])
+{
+	fp8_rows(p, s, &w[0], &w[1]);
+	fp8_rows(p + HALF, s, &w[2], &w[3]);
+}
 #endif
 
-/* Row slices @s0 .. @s0 + @SS - 1 of mk_fp8(), in one pass. */
+/*
+ * Row slices @s0 .. @s0 + @SS - 1 of mk_fp8(), in one pass, each sum over
+ * CHAINS(M, SS) accumulators (k mod 4, or its parity), while registers
+ * allow: one token at 512 bits has one slice, whose single chain of four
+ * FMAs per line waited on their latency (16 cycles a line, against 10 for
+ * widening it).
+ */
+#define CHAINS(M, SS)	((M) * (SS) * 4 <= MR && VEC_BITS == 512 ? 4 :	\
+			 (M) * (SS) * 2 <= MR ? 2 : 1)
+
 AI void mk_pass(const uint8_t *w, const uint8_t *pf, float xf[][XB],
 		const int M, const int s0, const int SS, vf o[][NS])
 {
-	vf acc[MR][NS];
-	int m, h, j;
+	const int CH = CHAINS(M, SS);
+	vf acc[MR][NS][4];
+	int m, h, j, c;
 
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 #pragma GCC unroll 2
 		for (j = 0; j < SS; j++)
-			acc[m][j] = vf_zero();
-	for (h = 0; h < BT * NHALF; h++) {
-		if (!s0 && !(h & 1))
+#pragma GCC unroll 4
+			for (c = 0; c < CH; c++)
+				acc[m][j][c] = vf_zero();
+	for (h = 0; h < BT * NHALF; h += 2) {
+		if (!s0)
 			_mm_prefetch((const char *)pf + h * HALF, _MM_HINT_T0);
 #pragma GCC unroll 2
 		for (j = 0; j < SS; j++) {
-			vf we, wo;
+			vf wv[4];
 
-			fp8_rows(w + h * HALF, s0 + j, &we, &wo);
+			fp8_line(w + h * HALF, s0 + j, wv);
 #pragma GCC unroll 16
-			for (m = 0; m < M; m++) {
-				/* k pair h: even k, then odd */
-				acc[m][j] = vf_fmadd(vf_set1(xf[m][2 * h]),
-						     we, acc[m][j]);
-				acc[m][j] = vf_fmadd(vf_set1(xf[m][2 * h + 1]),
-						     wo, acc[m][j]);
-			}
+			for (m = 0; m < M; m++)
+#pragma GCC unroll 4
+				for (c = 0; c < 4; c++)
+					acc[m][j][c % CH] = vf_fmadd(
+						vf_set1(xf[m][2 * h + c]),
+						wv[c], acc[m][j][c % CH]);
 		}
 	}
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 #pragma GCC unroll 2
-		for (j = 0; j < SS; j++)
-			o[m][s0 + j] = acc[m][j];
+		for (j = 0; j < SS; j++) {
+			vf r = acc[m][j][0];
+
+#pragma GCC unroll 4
+			for (c = 1; c < CH; c++)
+				r = vf_add(r, acc[m][j][c]);
+			o[m][s0 + j] = r;
+		}
 }
 
 /*

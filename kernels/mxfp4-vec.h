@@ -104,43 +104,54 @@ AI vf mx_dec(vi d, const int sh, vf tbl, vf sc)
 #endif
 
 /* Slice @s of the line at @p (scales @sc) for M tokens, columns @k .. +3
- * of xf[m]: the dots added to a[m][@j] in k order. */
+ * of xf[m]: the dots added to a[m][@j][k mod CH], in k order. */
 AI void mx_line(const uint8_t *p, int s, const int j, vf sc, vf tbl,
-		float xf[][XB], int k, const int M, vf a[][NS])
+		float xf[][XB], int k, const int M, const int CH,
+		vf a[][NS][4])
 {
 	vi d = mx_codes(p, s);
-	vf w0 = mx_dec(d, 0, tbl, sc);
-	vf w2 = mx_dec(d, 4, tbl, sc);
-	vf w1 = mx_dec(d, 8, tbl, sc);
-	vf w3 = mx_dec(d, 12, tbl, sc);
-	int m;
+	vf w[4];
+	int m, c;
 
+	w[0] = mx_dec(d, 0, tbl, sc);
+	w[2] = mx_dec(d, 4, tbl, sc);
+	w[1] = mx_dec(d, 8, tbl, sc);
+	w[3] = mx_dec(d, 12, tbl, sc);
 #pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		const float *xp = xf[m] + k;
-		vf v = a[m][j];
-
-		v = vf_fmadd(vf_set1(xp[0]), w0, v);
-		v = vf_fmadd(vf_set1(xp[1]), w1, v);
-		v = vf_fmadd(vf_set1(xp[2]), w2, v);
-		a[m][j] = vf_fmadd(vf_set1(xp[3]), w3, v);
-	}
+	for (m = 0; m < M; m++)
+#pragma GCC unroll 4
+		for (c = 0; c < 4; c++)
+			a[m][j][c % CH] = vf_fmadd(vf_set1(xf[m][k + c]), w[c],
+						   a[m][j][c % CH]);
 }
 
-/* Row slices @s0 .. @s0 + @SS - 1 of mk_mx(), in one pass. */
+/*
+ * Row slices @s0 .. @s0 + @SS - 1 of mk_mx(), in one pass, over
+ * CHAINS(M, SS) accumulators each (k mod 4, or its parity) while registers
+ * allow: one token at 512 bits has one slice, whose single chain of four
+ * FMAs per line waited on their latency.
+ */
+#define CHAINS(M, SS)	((M) * (SS) * 4 <= MR && VEC_BITS == 512 ? 4 :	\
+			 (M) * (SS) * 2 <= MR ? 2 : 1)
+
 AI void mk_pass(const uint8_t *w, const uint8_t *e8, size_t sstride,
 		float xf[][XB], const int M, const int s0, const int SS,
 		vf acc[][NS])
 {
+	const int CH = CHAINS(M, SS);
 	const vf tbl = mx_table();
-	vf a[MR][NS];
-	int m, g, l, j;
+	vf a[MR][NS][4];
+	int m, g, l, j, c;
 
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 #pragma GCC unroll 2
-		for (j = 0; j < SS; j++)
-			a[m][j] = acc[m][s0 + j];
+		for (j = 0; j < SS; j++) {
+			a[m][j][0] = acc[m][s0 + j];
+#pragma GCC unroll 4
+			for (c = 1; c < CH; c++)
+				a[m][j][c] = vf_zero();
+		}
 	for (g = 0; g < NG; g++) {
 		const uint8_t *p = w + g * GL * LINE;
 		vf sc[NS];
@@ -157,14 +168,20 @@ AI void mk_pass(const uint8_t *w, const uint8_t *e8, size_t sstride,
 			for (j = 0; j < SS; j++)
 				mx_line(p + l * LINE, s0 + j, j, sc[j], tbl,
 					xf, g * KERN_MXFP4_GROUP + l * 4, M,
-					a);
+					CH, a);
 		}
 	}
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 #pragma GCC unroll 2
-		for (j = 0; j < SS; j++)
-			acc[m][s0 + j] = a[m][j];
+		for (j = 0; j < SS; j++) {
+			vf r = a[m][j][0];
+
+#pragma GCC unroll 4
+			for (c = 1; c < CH; c++)
+				r = vf_add(r, a[m][j][c]);
+			acc[m][s0 + j] = r;
+		}
 }
 
 /*
