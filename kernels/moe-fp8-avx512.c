@@ -27,6 +27,13 @@
 /* weight prefetch distance, into L2 (as moe-zmm.h: one core, T = 32, down
  * 601 -> 534 us per expert, gate+up 1205 -> 1049) */
 #define PF_DIST		(8192)
+/*
+ * ... and in decode (up to MR tokens in registers), where one core's
+ * stream bounds the time: one expert at one token from DRAM, one core,
+ * 406-415 -> 353-392 us; both threads, four runs each, T = 1 1.76-1.88
+ * -> 1.70-1.84 ms per layer, T = 2 3.16-3.26 -> 2.96-3.16.
+ */
+#define PF_DECODE	(4096)
 #define NROW		KERN_TILE_ROWS
 #define HALF		(KERN_TILE_ROW_BYTES / 2)	/* bytes of one k pair */
 #define NHALF		(KERN_TILE_BYTES / HALF)	/* k pairs of a tile */
@@ -215,9 +222,9 @@ AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
 		for (m = 0; m < M; m++)
 			xk[m] = x[m] + (size_t)kb * KERN_FP8_BLOCK * 2;
 		mk_dot(a->gate->tiles + off, a->up->tiles + off,
-		       a->gate->tiles + off + PF_DIST,
-		       a->up->tiles + off + PF_DIST, MK_TWO, 0, xk, xk, M, dg,
-		       du);
+		       a->gate->tiles + off + PF_DECODE,
+		       a->up->tiles + off + PF_DECODE, MK_TWO, 0, xk, xk, M,
+		       dg, du);
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++) {
 			g[m] = _mm512_fmadd_ps(dg[m], vg, g[m]);
@@ -368,16 +375,16 @@ AI const uint8_t *down_at(const struct kern_down_args *a, unsigned int c,
 	return down_block_at(a, c, nb);
 }
 
-/* What to prefetch while the block at @t of chunk @c is read: PF_DIST
+/* What to prefetch while the block at @t of chunk @c is read: PF_DECODE
  * bytes on in the chunk's run, or in the next call's (kern_down_pf()). */
 AI const uint8_t *down_pf(const struct kern_down_args *a, const uint8_t *t,
 			  unsigned int c)
 {
 	const uint8_t *p = kern_down_pf(a, down_block_at(a, c, a->n0 / NROW),
 					(size_t)(a->n1 - a->n0) / NROW * BT *
-					KERN_TILE_BYTES, t, PF_DIST);
+					KERN_TILE_BYTES, t, PF_DECODE);
 
-	return p ? p : t + PF_DIST;
+	return p ? p : t + PF_DECODE;
 }
 
 /*
