@@ -20,7 +20,7 @@
 
 /* Row slices of a tile, one vector of VF_LANES rows each. */
 #define NS		(KERN_TILE_ROWS / VF_LANES)
-/* Tokens per register block, one accumulator each per row slice. */
+/* Tokens per register block (accumulators per token and slice: CHAINS()). */
 #define MR		8
 /*
  * Row slices per pass over a block for M tokens: all while their
