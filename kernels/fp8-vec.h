@@ -20,7 +20,7 @@
 
 /* Row slices of a tile, one vector of VF_LANES rows each. */
 #define NS		(KERN_TILE_ROWS / VF_LANES)
-/* Tokens per register block (accumulators per token and slice: CHAINS()). */
+/* Tokens per register block (accumulators per token and slice: VF_CHAINS()). */
 #define MR		8
 /*
  * Row slices per pass over a block for M tokens: all while their
@@ -101,20 +101,12 @@ AI void fp8_line(const uint8_t *p, int s, vf w[4])
 }
 #endif
 
-/*
- * Row slices @s0 .. @s0 + @SS - 1 of mk_fp8(), in one pass, each sum over
- * CHAINS(M, SS) accumulators (k mod 4, or its parity), while registers
- * allow: one token at 512 bits has one slice, whose single chain of four
- * FMAs per line waited on their latency (16 cycles a line, against 10 for
- * widening it).
- */
-#define CHAINS(M, SS)	((M) * (SS) * 4 <= MR && VEC_BITS == 512 ? 4 :	\
-			 (M) * (SS) * 2 <= MR ? 2 : 1)
-
+/* Row slices @s0 .. @s0 + @SS - 1 of mk_fp8(), in one pass, each sum over
+ * VF_CHAINS() accumulators. */
 AI void mk_pass(const uint8_t *w, const uint8_t *pf, float xf[][XB],
 		const int M, const int s0, const int SS, vf o[][NS])
 {
-	const int CH = CHAINS(M, SS);
+	const int CH = VF_CHAINS(M, SS, MR);
 	vf acc[MR][NS][4];
 	int m, h, j, c;
 
@@ -145,14 +137,8 @@ AI void mk_pass(const uint8_t *w, const uint8_t *pf, float xf[][XB],
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 #pragma GCC unroll 2
-		for (j = 0; j < SS; j++) {
-			vf r = acc[m][j][0];
-
-#pragma GCC unroll 4
-			for (c = 1; c < CH; c++)
-				r = vf_add(r, acc[m][j][c]);
-			o[m][s0 + j] = r;
-		}
+		for (j = 0; j < SS; j++)
+			o[m][s0 + j] = vf_sum_chains(acc[m][j], CH);
 }
 
 /*

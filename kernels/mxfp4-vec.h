@@ -19,7 +19,7 @@
 
 /* Row slices of a tile, one vector of VF_LANES rows each. */
 #define NS		(KERN_TILE_ROWS / VF_LANES)
-/* Tokens per register block (accumulators per token and slice: CHAINS()). */
+/* Tokens per register block (accumulators per token and slice: VF_CHAINS()). */
 #define MR		8
 /* Row slices per pass over a tile for M tokens (as fp8-vec.h): all while
  * their accumulators fit, else one, the tile in L1 for the next. */
@@ -125,20 +125,13 @@ AI void mx_line(const uint8_t *p, int s, const int j, vf sc, vf tbl,
 						   a[m][j][c % CH]);
 }
 
-/*
- * Row slices @s0 .. @s0 + @SS - 1 of mk_mx(), in one pass, over
- * CHAINS(M, SS) accumulators each (k mod 4, or its parity) while registers
- * allow: one token at 512 bits has one slice, whose single chain of four
- * FMAs per line waited on their latency.
- */
-#define CHAINS(M, SS)	((M) * (SS) * 4 <= MR && VEC_BITS == 512 ? 4 :	\
-			 (M) * (SS) * 2 <= MR ? 2 : 1)
-
+/* Row slices @s0 .. @s0 + @SS - 1 of mk_mx(), in one pass, each sum over
+ * VF_CHAINS() accumulators. */
 AI void mk_pass(const uint8_t *w, const uint8_t *e8, size_t sstride,
 		float xf[][XB], const int M, const int s0, const int SS,
 		vf acc[][NS])
 {
-	const int CH = CHAINS(M, SS);
+	const int CH = VF_CHAINS(M, SS, MR);
 	const vf tbl = mx_table();
 	vf a[MR][NS][4];
 	int m, g, l, j, c;
@@ -174,14 +167,8 @@ AI void mk_pass(const uint8_t *w, const uint8_t *e8, size_t sstride,
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 #pragma GCC unroll 2
-		for (j = 0; j < SS; j++) {
-			vf r = a[m][j][0];
-
-#pragma GCC unroll 4
-			for (c = 1; c < CH; c++)
-				r = vf_add(r, a[m][j][c]);
-			acc[m][s0 + j] = r;
-		}
+		for (j = 0; j < SS; j++)
+			acc[m][s0 + j] = vf_sum_chains(a[m][j], CH);
 }
 
 /*

@@ -275,6 +275,29 @@ AI void vf_widen_bf16_rows(float *f, const uint8_t *const *x, const int M,
 		vf_widen_bf16(f + (size_t)m * n, x[m], n);
 }
 
+/*
+ * Accumulators per token and row slice in the f32 FMA bodies (fp8-vec.h,
+ * mxfp4-vec.h), k mod 4 or its parity, while @mr tokens' worth fit in
+ * registers: one token at 512 bits has one slice, whose single chain of
+ * four FMAs per line waited on their latency (16 cycles a line, against
+ * 10 for widening an FP8 line).
+ */
+#define VF_CHAINS(M, SS, mr)						\
+	((M) * (SS) * 4 <= (mr) && VEC_BITS == 512 ? 4 :		\
+	 (M) * (SS) * 2 <= (mr) ? 2 : 1)
+
+/* The sum of @ch chains a[0 .. ch - 1], in that order. */
+AI vf vf_sum_chains(const vf *a, const int ch)
+{
+	vf r = a[0];
+	int c;
+
+#pragma GCC unroll 4
+	for (c = 1; c < ch; c++)
+		r = vf_add(r, a[c]);
+	return r;
+}
+
 /* The bits of @v folded by xor: no arithmetic, so wrapped sums are fine. */
 AI uint64_t vi_fold64(vi v)
 {
