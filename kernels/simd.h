@@ -168,8 +168,9 @@ KERN_DECLARE_EXP(avxvnni_evex);
  * measured to overtake AVX-512 (the table in Documentation/simd.md,
  * scripts/amx-cross.sh). INT8 and INT4 switch where AVX-512 needs a
  * second pass of its 8-token register block; BF16 early, as AVX-512 BF16
- * costs one vdpbf16ps per token and line; FP8 and MXFP4 once 3 and 5
- * tokens share the tiles they widen once per call; the K-quants late, as
+ * costs one vdpbf16ps per token and line; FP8 once 3 tokens share the
+ * tiles it widens once per call, MXFP4 only from 10, as its AVX-512 body
+ * dots int16 at half BF16's cost per token; the K-quants late, as
  * their tiles widen the row blocks first and fold a scale per super-block
  * into f32; Q8_0, which folds one per 32 k, from 8, where its tiles keep
  * the fold's vector work under AVX-512's.
@@ -178,7 +179,7 @@ KERN_DECLARE_EXP(avxvnni_evex);
 #define KERN_AMX_MIN_M_INT4	9
 #define KERN_AMX_MIN_M_BF16	2
 #define KERN_AMX_MIN_M_FP8	3
-#define KERN_AMX_MIN_M_MXFP4	5
+#define KERN_AMX_MIN_M_MXFP4	10
 #define KERN_AMX_MIN_M_Q8_0	8
 #define KERN_AMX_MIN_M_Q4_K	32
 #define KERN_AMX_MIN_M_Q5_K	32

@@ -425,6 +425,92 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
 	free(bc.p);
 }
 
+/* gate+up of @qo and of the oracle for @m tokens of +-[1, 2) each. */
+static double mx_unit_err(const struct kern_quant_ops *qo,
+			  const struct kern_quant_ops *ref,
+			  const struct blob *b, unsigned int m)
+{
+	const struct kern_quant_ops *ops[2] = { qo, ref };
+	unsigned int H = b->l.hidden, I = b->l.inter, i, v;
+	struct tu_rng r = { 77 };
+	float *x = malloc((size_t)m * H * 4), *out[2];
+	uint32_t *rows = malloc(m * 4);
+	double e;
+
+	for (i = 0; i < m * H; i++)
+		x[i] = (float)((1.0 + tu_unif(&r)) *
+			       (tu_unif(&r) < 0.5 ? -1 : 1));
+	for (i = 0; i < m; i++)
+		rows[i] = i;
+	for (v = 0; v < 2; v++) {
+		size_t rb = ops[v]->act_row_bytes(H, b->l.group);
+		uint8_t *act = aligned_alloc(64, rb * m);
+		void *scratch = scratch_for(ops[v], &b->l, m);
+		struct kern_gate_up_args a = {
+			.gate = &b->mat[0], .up = &b->mat[1], .N = I, .K = H,
+			.group = b->l.group, .n0 = 0, .n1 = I, .act = act,
+			.act_stride = rb, .act_rows = rows, .m = m,
+			.scratch = scratch,
+		};
+
+		out[v] = malloc((size_t)m * I * 4);
+		a.out = out[v];
+		a.out_stride = I;
+		ops[v]->act_prepare(x, (size_t)H * 4, KT_DTYPE_F32, m, H,
+				    b->l.group, act, rb);
+		ops[v]->gate_up(&a);
+		free(act);
+		free(scratch);
+	}
+	e = rel_mae_f(out[0], out[1], (size_t)m * I);
+	free(out[0]);
+	free(out[1]);
+	free(x);
+	free(rows);
+	return e;
+}
+
+/*
+ * MXFP4 on avx512 (and the amx table's few-token slot) dots the weights
+ * with the activations as int16 per group of 32: a group whose elements
+ * lie within 2^7 of its largest (here all in [1, 2)) is exact, so only
+ * the f32 sums over groups differ from the oracle; and a group's dot is
+ * an exact int32 whatever the chains, so a token's result is the same
+ * bits in a call of any size (one call against calls of one token).
+ */
+TEST(mxfp4_avx512_int16_exact_and_same_bits_for_any_m)
+{
+	static const enum kt_isa isas[] = { KT_ISA_AVX512, KT_ISA_AMX };
+	static const unsigned int ms[] = { 1, 3, 7, 13, 37 };
+	const struct kern_quant_ops *ref =
+		kern_quant_ops_get(kern_ops_get(KT_ISA_SCALAR), KT_QUANT_MXFP4);
+	unsigned int v, i, ran = 0;
+	struct blob b;
+
+	/* H = 1280: down's rows are a run of 1024 and one of 256 */
+	ASSERT_EQ(blob_make(&b, KT_QUANT_MXFP4, 1280, 512, 0, 24), 0);
+	for (v = 0; v < sizeof(isas) / sizeof(isas[0]); v++) {
+		const struct kern_ops *ops = kern_ops_get(isas[v]);
+		const struct kern_quant_ops *qo;
+
+		if (!ops || !core_isa_runs(isas[v], core_cpu_flags()))
+			continue;
+		qo = kern_quant_ops_get(ops, KT_QUANT_MXFP4);
+		for (i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+			double e = mx_unit_err(qo, ref, &b, ms[i]);
+
+			TH_LOG("%s m %u: rel MAE %.2e against the oracle",
+			       ops->name, ms[i], e);
+			EXPECT_LE(e, 1e-6);
+			split_same_bits(_metadata, qo, &b, ms[i], 1);
+		}
+		ran++;
+	}
+	free(b.p);
+	if (!ran)
+		SKIP(return, "this CPU runs neither avx512 nor amx");
+}
+
 /*
  * One call of m tokens bitwise against the same tokens in calls of at most
  * @split, on each variant: a token's result may not depend on how many

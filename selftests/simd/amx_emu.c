@@ -238,9 +238,8 @@ static void check_emu(struct kt_test_meta *_metadata, enum kt_quant q,
 {
 	/* GGUF: int32 dots, f32 sums of the sub-blocks in another order */
 	const bool gguf = kern_quant_is_gguf(q);
-	const double tol = q == KT_QUANT_INT8 ? SC_TOL_INT8 :
-			   q == KT_QUANT_INT4 || gguf ? SC_TOL_INT4 :
-			   SC_TOL_BF16;
+	/* MXFP4: the AVX-512 body below the tiles dots int16 */
+	const double tol = sc_tol(q, true);
 	unsigned int ci;
 	struct sc_expert e;
 

@@ -27,6 +27,22 @@
 #define SC_TOL_INT8	2e-6
 #define SC_TOL_INT4	1e-5
 #define SC_TOL_BF16	5e-5
+/*
+ * MXFP4 where the AVX-512 body dots int16 activations (avx512, and amx
+ * below its tiles): each group of 32 rounded by less than 2^-15 of its
+ * largest; measured up to 1.2e-4 of the largest output
+ */
+#define SC_TOL_MXFP4_I16	3e-4
+
+/* The tolerance of quantization @q when the variant's MXFP4 is int16. */
+static inline double sc_tol(enum kt_quant q, bool mxfp4_i16)
+{
+	/* MXFP4: bf16 products, as BF16; GGUF: int32 dots, f32 block sums */
+	return q == KT_QUANT_INT8 ? SC_TOL_INT8 :
+	       q == KT_QUANT_INT4 || kern_quant_is_gguf(q) ? SC_TOL_INT4 :
+	       q == KT_QUANT_MXFP4 && mxfp4_i16 ? SC_TOL_MXFP4_I16 :
+	       SC_TOL_BF16;
+}
 
 struct sc_expert {
 	struct kern_pack_layout l;

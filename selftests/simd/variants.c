@@ -37,11 +37,9 @@ static const struct sc_case cases[] = {
 	{ .T = 2, .n0 = 496, .n1 = 512, .dn0 = 16, .dn1 = 32 },
 };
 
-static double tol_of(enum kt_quant q)
+static double tol_of(enum kt_quant q, enum kt_isa isa)
 {
-	/* MXFP4: bf16 products, as BF16; GGUF: int32 dots, f32 block sums */
-	return q == KT_QUANT_INT8 ? SC_TOL_INT8 :
-	       q == KT_QUANT_INT4 || kern_quant_is_gguf(q) ? SC_TOL_INT4 : SC_TOL_BF16;
+	return sc_tol(q, isa == KT_ISA_AVX512 || isa == KT_ISA_AMX);
 }
 
 /*
@@ -81,12 +79,12 @@ static int check_ops(struct kt_test_meta *_metadata, enum kt_isa isa,
 			    ((gi || kern_quant_is_gguf(q)) && c.T > 256))
 				continue;
 			err = sc_run(v, &e, &c, 1000 + ci);
-			if (err < 0 || err > tol_of(q) / 10)
+			if (err < 0 || err > tol_of(q, isa) / 10)
 				TH_LOG("%s %s g%u H%u I%u T%u: rel err %.3g",
 				       kt_isa_name(isa), kt_quant_name(q),
 				       group, e.l.hidden, e.l.inter, c.T, err);
 			EXPECT_GE(err, 0.0);
-			EXPECT_LE(err, tol_of(q));
+			EXPECT_LE(err, tol_of(q, isa));
 		}
 		free(e.blob);
 	}
