@@ -82,13 +82,14 @@ static void mx_quant(const uint8_t *src, unsigned int n, int16_t *q,
 		__m512 f0 = vf_load_bf16(src + g * 64);
 		__m512 f1 = vf_load_bf16(src + g * 64 + 32);
 		float amax = _mm512_reduce_max_ps(_mm512_max_ps(
-			_mm512_andnot_ps(sign, f0), _mm512_andnot_ps(sign, f1)));
+			_mm512_andnot_ps(sign, f0),
+			_mm512_andnot_ps(sign, f1)));
 		uint32_t bits;
 		int e;
 		__m512 inv;
 
 		memcpy(&bits, &amax, 4);
-		e = (int)(bits >> 23);		/* amax >= 0: no sign bit */
+		e = (int)(bits >> 23);	/* amax >= 0: no sign bit */
 		inv = _mm512_set1_ps(e > 15 ? pow2_biased(268 - e) : 0.0f);
 		_mm256_storeu_si256((void *)(q + g * GROUP),
 			_mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(
