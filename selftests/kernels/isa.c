@@ -82,13 +82,17 @@ static void *scratch_for(const struct kern_quant_ops *qo,
 			     ~(size_t)63);
 }
 
-/* gate+up of @qo and of the oracle for m tokens (picked out of 2m). */
+/*
+ * gate+up of @qo and of the oracle for m tokens (picked out of 2m) of
+ * normal activations; with @unit of +-[1, 2) each, through @qo's plain
+ * gate_up whatever m (the few-token body of a table with tile kernels).
+ */
 static double cmp_gate_up(struct kt_test_meta *_metadata,
 			  const struct kern_quant_ops *qo,
 			  const struct kern_quant_ops *ref,
 			  const struct blob *b, enum kt_dtype xdt,
 			  unsigned int m, unsigned int n0, unsigned int n1,
-			  const struct kern_glu *glu)
+			  const struct kern_glu *glu, int unit)
 {
 	const struct kern_quant_ops *ops[2] = { qo, ref };
 	unsigned int H = b->l.hidden, nr = n1 - n0, i, v;
@@ -98,7 +102,11 @@ static double cmp_gate_up(struct kt_test_meta *_metadata,
 	uint32_t *rows = malloc(m * 4);
 	double e;
 
-	tu_fill_normal(&r, x, (size_t)2 * m * H, 1.0);
+	if (!unit)
+		tu_fill_normal(&r, x, (size_t)2 * m * H, 1.0);
+	for (i = 0; unit && i < 2 * m * H; i++)
+		x[i] = (float)((1.0 + tu_unif(&r)) *
+			       (tu_unif(&r) < 0.5 ? -1 : 1));
 	for (i = 0; i < 2 * m * H; i++)
 		xb[i] = kern_f32_to_bf16(x[i]);
 	for (i = 0; i < m; i++)
@@ -127,7 +135,7 @@ static double cmp_gate_up(struct kt_test_meta *_metadata,
 		else
 			ops[v]->act_prepare(x, (size_t)H * 4, xdt, 2 * m, H,
 					    b->l.group, act, rb);
-		if (v == 0 && ops[v]->gate_up_many &&
+		if (v == 0 && !unit && ops[v]->gate_up_many &&
 		    m >= ops[v]->many_min_m)
 			ops[v]->gate_up_many(&a);
 		else
@@ -266,16 +274,16 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 			unsigned int m = ms[mi];
 
 			e = cmp_gate_up(_metadata, qo, ref, &b, KT_DTYPE_F32,
-					m, 0, 768, NULL);
+					m, 0, 768, NULL, 0);
 			worst = fmax(worst, e);
 			e = cmp_gate_up(_metadata, qo, ref, &b2, KT_DTYPE_BF16,
-					m, 48, 176, NULL);
+					m, 48, 176, NULL, 0);
 			worst = fmax(worst, e);
 			e = cmp_gate_up(_metadata, qo, ref, &b2, KT_DTYPE_BF16,
-					m, 16, 384, &oai);
+					m, 16, 384, &oai, 0);
 			worst = fmax(worst, e);
 			e = cmp_gate_up(_metadata, qo, ref, &b, KT_DTYPE_F32,
-					m, 256, 512, &silu_b);
+					m, 256, 512, &silu_b, 0);
 			worst = fmax(worst, e);
 			e = cmp_down(_metadata, qo, ref, &b, m, 0, 384, 0, 768);
 			worst = fmax(worst, e);
@@ -425,51 +433,6 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
 	free(bc.p);
 }
 
-/* gate+up of @qo and of the oracle for @m tokens of +-[1, 2) each. */
-static double mx_unit_err(const struct kern_quant_ops *qo,
-			  const struct kern_quant_ops *ref,
-			  const struct blob *b, unsigned int m)
-{
-	const struct kern_quant_ops *ops[2] = { qo, ref };
-	unsigned int H = b->l.hidden, I = b->l.inter, i, v;
-	struct tu_rng r = { 77 };
-	float *x = malloc((size_t)m * H * 4), *out[2];
-	uint32_t *rows = malloc(m * 4);
-	double e;
-
-	for (i = 0; i < m * H; i++)
-		x[i] = (float)((1.0 + tu_unif(&r)) *
-			       (tu_unif(&r) < 0.5 ? -1 : 1));
-	for (i = 0; i < m; i++)
-		rows[i] = i;
-	for (v = 0; v < 2; v++) {
-		size_t rb = ops[v]->act_row_bytes(H, b->l.group);
-		uint8_t *act = aligned_alloc(64, rb * m);
-		void *scratch = scratch_for(ops[v], &b->l, m);
-		struct kern_gate_up_args a = {
-			.gate = &b->mat[0], .up = &b->mat[1], .N = I, .K = H,
-			.group = b->l.group, .n0 = 0, .n1 = I, .act = act,
-			.act_stride = rb, .act_rows = rows, .m = m,
-			.scratch = scratch,
-		};
-
-		out[v] = malloc((size_t)m * I * 4);
-		a.out = out[v];
-		a.out_stride = I;
-		ops[v]->act_prepare(x, (size_t)H * 4, KT_DTYPE_F32, m, H,
-				    b->l.group, act, rb);
-		ops[v]->gate_up(&a);
-		free(act);
-		free(scratch);
-	}
-	e = rel_mae_f(out[0], out[1], (size_t)m * I);
-	free(out[0]);
-	free(out[1]);
-	free(x);
-	free(rows);
-	return e;
-}
-
 /*
  * MXFP4 on avx512 (and the amx table's few-token slot) dots the weights
  * with the activations as int16 per group of 32: a group whose elements
@@ -497,7 +460,9 @@ TEST(mxfp4_avx512_int16_exact_and_same_bits_for_any_m)
 			continue;
 		qo = kern_quant_ops_get(ops, KT_QUANT_MXFP4);
 		for (i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
-			double e = mx_unit_err(qo, ref, &b, ms[i]);
+			double e = cmp_gate_up(_metadata, qo, ref, &b,
+					       KT_DTYPE_F32, ms[i], 0,
+					       b.l.inter, NULL, 1);
 
 			TH_LOG("%s m %u: rel MAE %.2e against the oracle",
 			       ops->name, ms[i], e);
@@ -747,7 +712,7 @@ TEST(scalar_self)
 
 	ASSERT_EQ(blob_make(&b, KT_QUANT_INT8, 256, 384, 0, 5), 0);
 	ASSERT_LE(cmp_gate_up(_metadata, q, q, &b, KT_DTYPE_F32, 3, 0, 384,
-			      NULL), 0.0);
+			      NULL, 0), 0.0);
 	ASSERT_LE(cmp_down(_metadata, q, q, &b, 3, 0, 256, 0, 384), 0.0);
 	free(b.p);
 }
