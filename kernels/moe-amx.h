@@ -522,12 +522,45 @@ static inline void amx_gu_acc_q4(const struct kern_gate_up_args *a,
 	amx_acc_vec(fu + AMX_TB * 16, 16, cb + 3 * AMX_CW, su, cnt - AMX_TB);
 }
 
+/* Tokens up to which INT4 gate+up widens through the ring (above). */
+#define AMX_Q4_RING_M	(6 * AMX_TB)
+
+/* Widen INT4 tile @t of row block @nb of gate and of up into ring slot
+ * @t & 1 (two s8 tiles each; gate's at @ring, up's 2 tiles on). */
+static inline void amx_widen_gu_slot(const uint8_t *gt, const uint8_t *ut,
+				     unsigned int t, int8_t *ring)
+{
+	int8_t *d = ring + (size_t)(t & 1) * 4 * AMX_TILE;
+
+	amx_widen_i4(gt + (size_t)t * AMX_TILE, d);
+	amx_widen_i4(ut + (size_t)t * AMX_TILE, d + 2 * AMX_TILE);
+}
+
+/* The widened gate B rows of K offset @k: in the ring (@b the ring, up's
+ * 2 tiles on) or in the row block widened at @b. */
+static inline const int8_t *amx_q4_b(const int8_t *b, unsigned int k,
+				     int ring)
+{
+	if (!ring)
+		return amx_b4(b, k);
+	return amx_b4(b + (size_t)(k / KERN_TILE_K_INT4 & 1) * 4 * AMX_TILE,
+		      k % KERN_TILE_K_INT4);
+}
+
 /*
- * INT4: the row block's gate and up tiles are widened to s8 once per
- * block (AVX-512, into the scratch), then each group is a K span of its
- * own (32 bytes of A and 8 B rows for G = 32, 64 and 16 otherwise) whose
- * four int32 C tiles are scaled into f32 (per column group scales) while
- * the next group's TDPs run; the token scale is applied at the end.
+ * INT4: each group is a K span of its own (32 bytes of A and 8 B rows for
+ * G = 32, 64 and 16 otherwise) whose four int32 C tiles are scaled into
+ * f32 (per column group scales) while the next group's TDPs run; the
+ * token scale is applied at the end. The nibbles are widened to s8 with
+ * AVX-512. Up to AMX_Q4_RING_M tokens, every pass widens one INT4 tile
+ * (128 of K) of gate and of up at a time, a tile ahead of its TDPs, into
+ * a two-slot ring of 8 KiB that stays in L1; from more, the row block is
+ * widened once (2 x 16 x K bytes, in L2) for all its passes. The row
+ * block's 64 KiB of s8 go through to L2: at one pass that was 95 of 222
+ * us per expert (m = 32, in cache); re-widening per pass pays up to
+ * three passes (build/scripts/amx-cross -q int4 -o gate_up -s 770, us per
+ * expert, row block / ring: m = 32 222 / 216-220, 48 372 / 331-343, 64
+ * 406-429 / 376, 96 545-554 / 527-542, 128 658-667 / 688-697).
  */
 static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 {
@@ -536,6 +569,7 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 	unsigned int ks = G < KERN_TILE_K_INT8 ? G : KERN_TILE_K_INT8;
 	unsigned int nkb = K / KERN_TILE_K_INT8, nt = K / KERN_TILE_K_INT4;
 	unsigned int mp = amx_mpad(a->m), nb, tb, g, i, t, k;
+	int ring = mp <= AMX_Q4_RING_M;
 	struct amx_scratch s;
 	float *fg, *fu;
 
@@ -550,7 +584,7 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 		const uint8_t *ut = a->up->tiles + (size_t)nb * nt * AMX_TILE;
 		int8_t *bg = s.b4, *bu = s.b4 + (size_t)nt * 2 * AMX_TILE;
 
-		for (t = 0; t < nt; t++) {
+		for (t = 0; !ring && t < nt; t++) {
 			amx_widen_i4(gt + (size_t)t * AMX_TILE,
 				     bg + (size_t)t * 2 * AMX_TILE);
 			amx_widen_i4(ut + (size_t)t * AMX_TILE,
@@ -562,26 +596,42 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 			int two = cnt > AMX_TB;
 
 			amx_zero_f(s.f, 2 * AMX_TB);
+			if (ring) {
+				amx_widen_gu_slot(gt, ut, 0, s.b4);
+				AMX_BARRIER();
+			}
 			for (g = 0; g < K / G; g++) {
 				amx_zero_c4();
 				for (k = g * G; k < (g + 1) * G; k += ks) {
 					const uint8_t *a0 = amx_atile(&s, nkb,
 						tb, k / KERN_TILE_K_INT8) +
 						k % KERN_TILE_K_INT8;
+					unsigned int kt = k / KERN_TILE_K_INT4;
+					const int8_t *wg = amx_q4_b(ring ?
+							s.b4 : bg, k, ring);
+					const int8_t *wu = ring ?
+						wg + 2 * AMX_TILE :
+						amx_b4(bu, k);
 
-					if (tb == 0 &&
-					    k % KERN_TILE_K_INT4 == 0) {
+					if (k % KERN_TILE_K_INT4 == 0 &&
+					    tb == 0) {
 						/* the next row block's tile */
-						size_t o = (size_t)(nt + k /
-							KERN_TILE_K_INT4) *
+						size_t o = (size_t)(nt + kt) *
 							AMX_TILE;
 
 						amx_pf_tile(gt + o);
 						amx_pf_tile(ut + o);
 					}
+					if (k % KERN_TILE_K_INT4 == 0 &&
+					    ring && kt + 1 < nt) {
+						amx_widen_gu_slot(gt, ut,
+								  kt + 1,
+								  s.b4);
+						AMX_BARRIER();
+					}
 					_tile_loadd(4, a0, AMX_LINE);
-					_tile_loadd(6, amx_b4(bg, k), AMX_LINE);
-					_tile_loadd(7, amx_b4(bu, k), AMX_LINE);
+					_tile_loadd(6, wg, AMX_LINE);
+					_tile_loadd(7, wu, AMX_LINE);
 					_tile_dpbssd(0, 4, 6);
 					_tile_dpbssd(1, 4, 7);
 					if (!two)
@@ -894,6 +944,26 @@ static inline void amx_down_fin_q4(const struct kern_down_args *a,
 	}
 }
 
+/*
+ * Widen chunk @c (of the matrix) of down's column blocks @nb and nb + 1
+ * (@nn of them) to s8: block h's P tiles at @d + h * @hs, two s8 tiles
+ * each. As in gate+up (AMX_Q4_RING_M), up to three token pairs widen a
+ * chunk at a time into a two-slot ring that stays in L1.
+ */
+static inline void amx_down_widen_q4(const struct kern_down_args *a,
+				     unsigned int nb, unsigned int nn,
+				     unsigned int c, unsigned int P,
+				     int8_t *d, size_t hs)
+{
+	unsigned int h, t, NB = a->N / 16;
+
+	for (h = 0; h < nn; h++)
+		for (t = 0; t < P; t++)
+			amx_widen_i4(a->down->tiles + ((size_t)c * NB * P +
+				     (size_t)(nb + h) * P + t) * AMX_TILE,
+				     d + h * hs + (size_t)t * 2 * AMX_TILE);
+}
+
 static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 {
 	struct kern_geom geom = { a->N, a->K, 0, a->kc };
@@ -903,7 +973,8 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 	unsigned int P = a->kc / KERN_TILE_K_INT4, NB = a->N / 16;
 	unsigned int nkb = nc * a->kc / KERN_TILE_K_INT8, mp = amx_mpad(a->m);
 	size_t crow = kern_act_row_bytes_int4_avx512(a->kc, G);
-	unsigned int nb, tb, c, q, h, t, i;
+	unsigned int nb, tb, c, q, t, i;
+	int ring = mp <= AMX_Q4_RING_M;
 	struct amx_scratch s;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
@@ -911,32 +982,40 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 	amx_config(ks, ks / 4);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
 		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
-		/* widened: [nn][nc * P tiles] of two s8 tiles each */
-		size_t wb = (size_t)nc * P * 2 * AMX_TILE;
+		/* widened: [nn][nc * P tiles] of two s8 tiles each, or
+		 * the ring's two slots of one chunk: [nn][P tiles] */
+		size_t wb = (size_t)(ring ? 1 : nc) * P * 2 * AMX_TILE;
 
-		for (h = 0; h < nn; h++)
-			for (c = 0; c < nc; c++)
-				for (t = 0; t < P; t++)
-					amx_widen_i4(a->down->tiles +
-						((size_t)(c0 + c) * NB * P +
-						 (size_t)(nb + h) * P + t) *
-						AMX_TILE, s.b4 + h * wb +
-						(size_t)(c * P + t) * 2 *
-						AMX_TILE);
+		for (c = 0; !ring && c < nc; c++)
+			amx_down_widen_q4(a, nb, nn, c0 + c, P,
+					  s.b4 + (size_t)c * P * 2 * AMX_TILE,
+					  wb);
 		AMX_BARRIER();
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
 			unsigned int cnt = amx_cnt(a->m, tb);
 
 			amx_zero_f(s.f, 2 * AMX_TB);
 			amx_zero_f(s.f2, 2 * AMX_TB);
+			if (ring) {
+				amx_down_widen_q4(a, nb, nn, c0, P, s.b4, wb);
+				AMX_BARRIER();
+			}
 			for (q = 0; q < nc * ng; q++) {
 				/* K offset of group q in the pass's chunks,
 				 * and within its chunk */
 				unsigned int k = q * G, kk = k % a->kc;
-				const int8_t *b0 = s.b4 + (size_t)(k / a->kc) *
-						   P * 2 * AMX_TILE;
+				const int8_t *b0;
 
 				c = k / a->kc;
+				if (ring && kk == 0 && c + 1 < nc) {
+					amx_down_widen_q4(a, nb, nn,
+						c0 + c + 1, P, s.b4 +
+						(size_t)((c + 1) & 1) * 2 * wb,
+						wb);
+					AMX_BARRIER();
+				}
+				b0 = s.b4 + (ring ? (size_t)(c & 1) * 2 * wb :
+					     (size_t)c * P * 2 * AMX_TILE);
 				if (tb == 0 && kk == 0)
 					/* the next pair's tiles of chunk c */
 					for (t = 0; t < 2 * P; t++)

@@ -166,8 +166,9 @@ KERN_DECLARE_EXP(avxvnni_evex);
  * Tokens per expert from which the AMX variant runs its tile kernels
  * instead of the AVX-512 ones, per quantization: where the tiles were
  * measured to overtake AVX-512 (the table in Documentation/simd.md,
- * scripts/amx-cross.sh). INT8 and INT4 switch where AVX-512 needs a
- * second pass of its 8-token register block; BF16 early, as AVX-512 BF16
+ * scripts/amx-cross.sh). INT8 switches where AVX-512 needs a second pass
+ * of its 8-token register block, INT4 a little before, as its tiles
+ * widen the nibbles a tile at a time in L1; BF16 early, as AVX-512 BF16
  * costs one vdpbf16ps per token and line; FP8 once 3 tokens share the
  * tiles it widens once per call, MXFP4 only from 10, as its AVX-512 body
  * dots int16 at half BF16's cost per token; the K-quants late, as
@@ -176,7 +177,7 @@ KERN_DECLARE_EXP(avxvnni_evex);
  * the fold's vector work under AVX-512's.
  */
 #define KERN_AMX_MIN_M_INT8	9
-#define KERN_AMX_MIN_M_INT4	9
+#define KERN_AMX_MIN_M_INT4	7
 #define KERN_AMX_MIN_M_BF16	2
 #define KERN_AMX_MIN_M_FP8	3
 #define KERN_AMX_MIN_M_MXFP4	10

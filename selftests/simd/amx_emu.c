@@ -224,11 +224,13 @@ static const struct kern_ops emu_ops = {
 	},
 };
 
-/* Token counts around the 16- and 32-token blocks of the tile kernels. */
+/* Token counts around the 16- and 32-token blocks of the tile kernels;
+ * 100: INT4 gate+up widens whole row blocks (AMX_Q4_RING_M). */
 static const struct sc_case emu_cases[] = {
 	{ .T = 1 },
 	{ .T = 17 },
 	{ .T = 33 },
+	{ .T = 100 },
 	{ .T = 32, .n0 = 128, .n1 = 256, .dn0 = 16, .dn1 = 64 },
 	{ .T = 5, .c0 = 1, .c1 = 2 },
 };
