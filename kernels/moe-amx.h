@@ -522,11 +522,13 @@ static inline void amx_gu_acc_q4(const struct kern_gate_up_args *a,
 	amx_acc_vec(fu + AMX_TB * 16, 16, cb + 3 * AMX_CW, su, cnt - AMX_TB);
 }
 
-/* Tokens up to which INT4 gate+up widens through the ring (above). */
+/* Tokens up to which INT4 gate+up and down widen through an L1 ring
+ * (gate_up_q4 below). */
 #define AMX_Q4_RING_M	(6 * AMX_TB)
 
-/* Widen INT4 tile @t of row block @nb of gate and of up into ring slot
- * @t & 1 (two s8 tiles each; gate's at @ring, up's 2 tiles on). */
+/* Widen INT4 tile @t of the row block of gate at @gt and of up at @ut
+ * into ring slot @t & 1 (two s8 tiles each; gate's at @ring, up's 2 tiles
+ * on). */
 static inline void amx_widen_gu_slot(const uint8_t *gt, const uint8_t *ut,
 				     unsigned int t, int8_t *ring)
 {
@@ -559,8 +561,9 @@ static inline const int8_t *amx_q4_b(const int8_t *b, unsigned int k,
  * block's 64 KiB of s8 go through to L2: at one pass that was 95 of 222
  * us per expert (m = 32, in cache); re-widening per pass pays up to
  * three passes (build/scripts/amx-cross -q int4 -o gate_up -s 770, us per
- * expert, row block / ring: m = 32 222 / 216-220, 48 372 / 331-343, 64
- * 406-429 / 376, 96 545-554 / 527-542, 128 658-667 / 688-697).
+ * expert, row block / ring: m = 16 254-257 / 176-182, 32 287-296 /
+ * 221-227, 48 372 / 331-343, 64 406-429 / 376, 96 545-554 / 527-542, 128
+ * 658-667 / 688-697).
  */
 static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 {
