@@ -526,27 +526,40 @@ static inline void amx_gu_acc_q4(const struct kern_gate_up_args *a,
  * (gate_up_q4 below). */
 #define AMX_Q4_RING_M	(6 * AMX_TB)
 
-/* Widen INT4 tile @t of the row block of gate at @gt and of up at @ut
- * into ring slot @t & 1 (two s8 tiles each; gate's at @ring, up's 2 tiles
- * on). */
-static inline void amx_widen_gu_slot(const uint8_t *gt, const uint8_t *ut,
-				     unsigned int t, int8_t *ring)
+/*
+ * Where INT4 tile @t of a gate+up row block is widened: a slot of four s8
+ * tiles (gate's two, then up's) per tile of the row block, or with @ring
+ * one of two slots in turn.
+ */
+static inline int8_t *amx_gu_slot(int8_t *b4, unsigned int t, int ring)
 {
-	int8_t *d = ring + (size_t)(t & 1) * 4 * AMX_TILE;
+	return b4 + (size_t)(ring ? t & 1 : t) * 4 * AMX_TILE;
+}
+
+/* Widen INT4 tile @t of the row block of gate at @gt and of up at @ut
+ * into its slot. */
+static inline void amx_widen_gu(const uint8_t *gt, const uint8_t *ut,
+				unsigned int t, int8_t *b4, int ring)
+{
+	int8_t *d = amx_gu_slot(b4, t, ring);
 
 	amx_widen_i4(gt + (size_t)t * AMX_TILE, d);
 	amx_widen_i4(ut + (size_t)t * AMX_TILE, d + 2 * AMX_TILE);
+	AMX_BARRIER();
 }
 
-/* The widened gate B rows of K offset @k: in the ring (@b the ring, up's
- * 2 tiles on) or in the row block widened at @b. */
-static inline const int8_t *amx_q4_b(const int8_t *b, unsigned int k,
-				     int ring)
+/* At the first K step of INT4 tile @t of a pass: the first pass prefetches
+ * the next row block's tile @t, the ring widens tile @t + 1. */
+static inline void amx_gu_q4_tile(const uint8_t *gt, const uint8_t *ut,
+				  unsigned int t, unsigned int nt, int first,
+				  int8_t *b4, int ring)
 {
-	if (!ring)
-		return amx_b4(b, k);
-	return amx_b4(b + (size_t)(k / KERN_TILE_K_INT4 & 1) * 4 * AMX_TILE,
-		      k % KERN_TILE_K_INT4);
+	if (first) {
+		amx_pf_tile(gt + (size_t)(nt + t) * AMX_TILE);
+		amx_pf_tile(ut + (size_t)(nt + t) * AMX_TILE);
+	}
+	if (ring && t + 1 < nt)
+		amx_widen_gu(gt, ut, t + 1, b4, ring);
 }
 
 /*
@@ -585,24 +598,16 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
 		const uint8_t *gt = a->gate->tiles + (size_t)nb * nt * AMX_TILE;
 		const uint8_t *ut = a->up->tiles + (size_t)nb * nt * AMX_TILE;
-		int8_t *bg = s.b4, *bu = s.b4 + (size_t)nt * 2 * AMX_TILE;
 
-		for (t = 0; !ring && t < nt; t++) {
-			amx_widen_i4(gt + (size_t)t * AMX_TILE,
-				     bg + (size_t)t * 2 * AMX_TILE);
-			amx_widen_i4(ut + (size_t)t * AMX_TILE,
-				     bu + (size_t)t * 2 * AMX_TILE);
-		}
-		AMX_BARRIER();
+		for (t = 0; !ring && t < nt; t++)
+			amx_widen_gu(gt, ut, t, s.b4, 0);
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
 			unsigned int cnt = amx_cnt(a->m, tb);
 			int two = cnt > AMX_TB;
 
 			amx_zero_f(s.f, 2 * AMX_TB);
-			if (ring) {
-				amx_widen_gu_slot(gt, ut, 0, s.b4);
-				AMX_BARRIER();
-			}
+			if (ring)
+				amx_widen_gu(gt, ut, 0, s.b4, ring);
 			for (g = 0; g < K / G; g++) {
 				amx_zero_c4();
 				for (k = g * G; k < (g + 1) * G; k += ks) {
@@ -610,31 +615,18 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 						tb, k / KERN_TILE_K_INT8) +
 						k % KERN_TILE_K_INT8;
 					unsigned int kt = k / KERN_TILE_K_INT4;
-					const int8_t *wg = amx_q4_b(ring ?
-							s.b4 : bg, k, ring);
-					const int8_t *wu = ring ?
-						wg + 2 * AMX_TILE :
-						amx_b4(bu, k);
+					const int8_t *wg = amx_b4(amx_gu_slot(
+						s.b4, kt, ring),
+						k % KERN_TILE_K_INT4);
 
-					if (k % KERN_TILE_K_INT4 == 0 &&
-					    tb == 0) {
-						/* the next row block's tile */
-						size_t o = (size_t)(nt + kt) *
-							AMX_TILE;
-
-						amx_pf_tile(gt + o);
-						amx_pf_tile(ut + o);
-					}
-					if (k % KERN_TILE_K_INT4 == 0 &&
-					    ring && kt + 1 < nt) {
-						amx_widen_gu_slot(gt, ut,
-								  kt + 1,
-								  s.b4);
-						AMX_BARRIER();
-					}
+					if (k % KERN_TILE_K_INT4 == 0)
+						amx_gu_q4_tile(gt, ut, kt, nt,
+							       tb == 0, s.b4,
+							       ring);
 					_tile_loadd(4, a0, AMX_LINE);
 					_tile_loadd(6, wg, AMX_LINE);
-					_tile_loadd(7, wu, AMX_LINE);
+					_tile_loadd(7, wg + 2 * AMX_TILE,
+						    AMX_LINE);
 					_tile_dpbssd(0, 4, 6);
 					_tile_dpbssd(1, 4, 7);
 					if (!two)
@@ -948,23 +940,34 @@ static inline void amx_down_fin_q4(const struct kern_down_args *a,
 }
 
 /*
- * Widen chunk @c (of the matrix) of down's column blocks @nb and nb + 1
- * (@nn of them) to s8: block h's P tiles at @d + h * @hs, two s8 tiles
- * each. As in gate+up (AMX_Q4_RING_M), up to three token pairs widen a
- * chunk at a time into a two-slot ring that stays in L1.
+ * Where chunk @c (of the call's) of an INT4 down column pair is widened:
+ * a slot per chunk, or with @ring one of two in turn (as gate+up,
+ * AMX_Q4_RING_M); in a slot each column block's P tiles, two s8 tiles
+ * each (@hs bytes a block).
  */
+static inline int8_t *amx_down_slot(int8_t *b4, unsigned int c, size_t hs,
+				    int ring)
+{
+	return b4 + (size_t)(ring ? c & 1 : c) * 2 * hs;
+}
+
+/* Widen chunk @c of the call (@c0 its first) of down's column blocks @nb
+ * and nb + 1 (@nn of them) into its slot. */
 static inline void amx_down_widen_q4(const struct kern_down_args *a,
 				     unsigned int nb, unsigned int nn,
-				     unsigned int c, unsigned int P,
-				     int8_t *d, size_t hs)
+				     unsigned int c0, unsigned int c,
+				     unsigned int P, int8_t *b4, int ring)
 {
+	size_t hs = (size_t)P * 2 * AMX_TILE;
+	int8_t *d = amx_down_slot(b4, c, hs, ring);
 	unsigned int h, t, NB = a->N / 16;
 
 	for (h = 0; h < nn; h++)
 		for (t = 0; t < P; t++)
-			amx_widen_i4(a->down->tiles + ((size_t)c * NB * P +
-				     (size_t)(nb + h) * P + t) * AMX_TILE,
+			amx_widen_i4(a->down->tiles + ((size_t)(c0 + c) * NB *
+				     P + (size_t)(nb + h) * P + t) * AMX_TILE,
 				     d + h * hs + (size_t)t * 2 * AMX_TILE);
+	AMX_BARRIER();
 }
 
 static void AMX_NAME(down_q4)(const struct kern_down_args *a)
@@ -976,6 +979,7 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 	unsigned int P = a->kc / KERN_TILE_K_INT4, NB = a->N / 16;
 	unsigned int nkb = nc * a->kc / KERN_TILE_K_INT8, mp = amx_mpad(a->m);
 	size_t crow = kern_act_row_bytes_int4_avx512(a->kc, G);
+	size_t hs = (size_t)P * 2 * AMX_TILE;	/* a widened block's chunk */
 	unsigned int nb, tb, c, q, t, i;
 	int ring = mp <= AMX_Q4_RING_M;
 	struct amx_scratch s;
@@ -985,24 +989,16 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 	amx_config(ks, ks / 4);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
 		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
-		/* widened: [nn][nc * P tiles] of two s8 tiles each, or
-		 * the ring's two slots of one chunk: [nn][P tiles] */
-		size_t wb = (size_t)(ring ? 1 : nc) * P * 2 * AMX_TILE;
-
 		for (c = 0; !ring && c < nc; c++)
-			amx_down_widen_q4(a, nb, nn, c0 + c, P,
-					  s.b4 + (size_t)c * P * 2 * AMX_TILE,
-					  wb);
-		AMX_BARRIER();
+			amx_down_widen_q4(a, nb, nn, c0, c, P, s.b4, 0);
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
 			unsigned int cnt = amx_cnt(a->m, tb);
 
 			amx_zero_f(s.f, 2 * AMX_TB);
 			amx_zero_f(s.f2, 2 * AMX_TB);
-			if (ring) {
-				amx_down_widen_q4(a, nb, nn, c0, P, s.b4, wb);
-				AMX_BARRIER();
-			}
+			if (ring)
+				amx_down_widen_q4(a, nb, nn, c0, 0, P, s.b4,
+						  ring);
 			for (q = 0; q < nc * ng; q++) {
 				/* K offset of group q in the pass's chunks,
 				 * and within its chunk */
@@ -1010,15 +1006,10 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 				const int8_t *b0;
 
 				c = k / a->kc;
-				if (ring && kk == 0 && c + 1 < nc) {
-					amx_down_widen_q4(a, nb, nn,
-						c0 + c + 1, P, s.b4 +
-						(size_t)((c + 1) & 1) * 2 * wb,
-						wb);
-					AMX_BARRIER();
-				}
-				b0 = s.b4 + (ring ? (size_t)(c & 1) * 2 * wb :
-					     (size_t)c * P * 2 * AMX_TILE);
+				if (ring && kk == 0 && c + 1 < nc)
+					amx_down_widen_q4(a, nb, nn, c0, c + 1,
+							  P, s.b4, ring);
+				b0 = amx_down_slot(s.b4, c, hs, ring);
 				if (tb == 0 && kk == 0)
 					/* the next pair's tiles of chunk c */
 					for (t = 0; t < 2 * P; t++)
@@ -1035,7 +1026,7 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 					amx_down_tiles(&ar, (const uint8_t *)
 						amx_b4(b0, kk + i * ks),
 						nn > 1 ? (const uint8_t *)
-						amx_b4(b0 + wb, kk + i * ks) :
+						amx_b4(b0 + hs, kk + i * ks) :
 						NULL, 0, 1, cnt > AMX_TB,
 						NULL, 0, 0);
 				}
