@@ -28,14 +28,14 @@
 #define MOE_TASKS_PER_WORKER	4u
 
 /*
- * Decode's down (no group above this many tokens: one pass over weights
- * streamed from DRAM) takes column blocks of up to this many, the same
- * number for every worker: each call reads a chunk's tiles of its block as
- * one stream, and 256-column blocks restarted the streams (and the
- * hardware prefetcher) every 16 row blocks.
+ * Down takes column blocks of up to this many, the same number for every
+ * worker: each call reads a chunk's tiles of its block as one stream, and
+ * narrower blocks restarted the streams (and the hardware prefetcher)
+ * more often and paid each call's setup more often (decode: 256-column
+ * blocks restarted them every 16 row blocks; prefill: Documentation/
+ * threads.md, "Down column blocks").
  */
-#define MOE_DECODE_M		2u
-#define MOE_DECODE_COLS		1024u
+#define MOE_DOWN_COLS		1024u
 
 /* Up to this many x elements (over nodes) the leader prepares alone. */
 #define MOE_INLINE_PREPARE	32768u
@@ -455,34 +455,24 @@ static unsigned int plan_rows(const struct moe_job *j,
 	return rb;
 }
 
-/* whether no group of @n has more than MOE_DECODE_M tokens */
-static bool is_decode(const struct moe_node *n)
-{
-	unsigned int g;
-
-	for (g = 0; g < n->n_groups; g++)
-		if (n->groups[g].m > MOE_DECODE_M)
-			return false;
-	return true;
-}
-
-/* decode's down column block: the largest of at most MOE_DECODE_COLS, a
- * multiple of 16, that splits @H into a multiple of @threads blocks; 0 if
- * none is at least 256 */
-static unsigned int decode_cols(unsigned int H, unsigned int threads)
+/* the down column block: the largest of at most MOE_DOWN_COLS, a multiple
+ * of 16, that splits @H into a multiple of @threads blocks; 0 if none is
+ * at least 256 */
+static unsigned int down_cols(unsigned int H, unsigned int threads)
 {
 	unsigned int tasks;
 
 	for (tasks = threads; H / tasks >= 256; tasks += threads)
 		if (H % tasks == 0 && (H / tasks) % 16 == 0 &&
-		    H / tasks <= MOE_DECODE_COLS)
+		    H / tasks <= MOE_DOWN_COLS)
 			return H / tasks;
 	return 0;
 }
 
 /*
- * Task sizes: the largest blocks that still give every worker a few tasks
- * (gate+up: plan_rows()); down blocks divide H (decode: decode_cols()).
+ * Task sizes: gate+up the largest row blocks that still give every worker
+ * a few tasks (plan_rows()); down blocks divide H (down_cols(), else the
+ * largest that give every worker a few).
  */
 static void plan(const struct moe_job *j, struct moe_node *n,
 		 unsigned int threads)
@@ -494,7 +484,7 @@ static void plan(const struct moe_job *j, struct moe_node *n,
 	n->n_rb = slice / n->rb;
 	n->n_gu = n->n_groups * n->n_rb;
 	memset(n->done, 0, (size_t)n->n_groups * (slice / j->kc) * 4);
-	n->cb = is_decode(n) ? decode_cols(j->H, threads) : 0;
+	n->cb = down_cols(j->H, threads);
 	if (!n->cb) {
 		cb = 256;
 		while (cb > 16 && (j->H / cb < want || j->H % cb))
