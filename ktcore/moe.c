@@ -33,7 +33,7 @@
  * narrower blocks restarted the streams (and the hardware prefetcher)
  * more often and paid each call's setup more often (decode: 256-column
  * blocks restarted them every 16 row blocks; prefill: Documentation/
- * threads.md, "Down column blocks").
+ * kernels.md, "Down column blocks").
  */
 #define MOE_DOWN_COLS		1024u
 

@@ -75,8 +75,9 @@ static const char *const names[] = {
 /*
  * One KC chunk (2 K steps) of one column block for two token blocks into
  * C tiles @ca, @cb (B tile @bt) while the other set, @sa and @sb, the
- * previous chunk's, is stored: the store waits for no TDP in flight. Tile
- * numbers are literals: the intrinsics take immediates.
+ * previous chunk's, is stored: the store waits for no TDP in flight. A
+ * tiles from the caller's buf; tile numbers are literals (the intrinsics
+ * take immediates).
  */
 #define CHUNK_SET(ca, cb, bt, sa, sb, b, c)				\
 	do {								\
