@@ -126,13 +126,11 @@ static void job_gate_up(void *arg, const struct core_worker_info *wi)
 
 /* down: the worker's columns in blocks of down_cols() (the executor's
  * down task: ktcore/moe.c plan()), every expert over each block before the
- * next; decode's blocks are the worker's share halved to at most 1024 */
-static unsigned int down_cols(const struct bench *b, unsigned int share)
+ * next; the blocks are the worker's share halved to at most 1024 */
+static unsigned int down_cols(unsigned int share)
 {
 	unsigned int cols = share;
 
-	if (b->T > 2)
-		return 256;
 	while (cols > 1024 && cols % 32 == 0)
 		cols /= 2;
 	return cols;
@@ -143,7 +141,7 @@ static void job_down(void *arg, const struct core_worker_info *wi)
 	struct bench *b = arg;
 	unsigned int H = b->l.hidden, n0 = part(H, wi->global, b->nw);
 	unsigned int n1 = part(H, wi->global + 1, b->nw), c, e;
-	unsigned int cols = down_cols(b, n1 - n0);
+	unsigned int cols = down_cols(n1 - n0);
 
 	for (c = n0; c < n1; c += cols)
 		for (e = 0; e < b->n_exp; e++)
