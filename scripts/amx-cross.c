@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * amx-cross.c - where the AMX tile kernels overtake the AVX-512 ones: for
- * m tokens on each of many experts (weights from DRAM, calls cut as the
- * executor cuts them: 256 gate/up rows, 256 down columns), one thread
+ * m tokens on each of many experts (weights from DRAM, calls of 256
+ * gate/up rows and 256 down columns, as the executor cut them when the
+ * switch points were measured; its down now takes up to 1024), one thread
  * times the AMX table's plain (AVX-512) and many (tile) kernels in
  * alternation and prints the best pass of each (thread CPU time), and the
  * AMX pass against the tile peak loop timed the same way. With -v it
