@@ -8,6 +8,7 @@
 #define KT_KERNELS_MXFP4_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/kern.h"
@@ -107,6 +108,17 @@ static inline size_t kern_mxfp4_scale_idx(unsigned int N, unsigned int n,
 					  unsigned int g)
 {
 	return (size_t)g * N + n;
+}
+
+/*
+ * Whether variant @isa dots MXFP4 weights with activations made int16 per
+ * group of 32 (formats.md, "MXFP4"): avx512 and amx's few-token slot,
+ * avx2 and avxvnni; the others widen to f32 and multiply bf16 exactly.
+ */
+static inline bool kern_mxfp4_int16(enum kt_isa isa)
+{
+	return isa == KT_ISA_AVX512 || isa == KT_ISA_AMX ||
+	       isa == KT_ISA_AVX2 || isa == KT_ISA_AVX_VNNI;
 }
 
 /* The MXFP4 rows of the ops tables: scalar oracle, AVX-512, AVX2, AMX. */

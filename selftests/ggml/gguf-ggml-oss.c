@@ -18,6 +18,7 @@
 #include "kt_test.h"
 #include "ggml-dl.h"
 #include "../loader/kt-bin.h"
+#include "kernels/mxfp4.h"
 
 #define NEXP	8
 #define NLAY	2
@@ -40,7 +41,7 @@ static const uint32_t tokens[NT] = { 1, 37 };
  */
 #define QFAC	2.0
 /*
- * the same for the int16 step of the avx512 MXFP4 kernels: its output
+ * the same for the int16 step of the MXFP4 kernels (kern_mxfp4_int16()): its output
  * difference reached 2.4 times that of the inputs here (an int16 group's
  * rounding is as large for every element, so cancelling sums keep more)
  */
@@ -492,12 +493,11 @@ static void cross_check(struct kt_test_meta *_metadata, const struct ocfg *oc)
 				size_t cnt = (size_t)ios[n].T * oc->H;
 				double d = ios[n].dx + ios[n].da[l];
 				enum kt_isa isa = kt_ctx_isa(ctx);
-				/* the int16 step of avx512 and amx's few-token
-				 * slot: bounded like the Q8_0 one */
-				double tr = TOL + (isa == KT_ISA_AVX512 ||
-						   isa == KT_ISA_AMX ? Q16FAC *
-						   (ios[n].dx16 +
-						    ios[n].da16[l]) : 0);
+				/* the variants' int16 step: bounded like
+				 * the Q8_0 one */
+				double tr = TOL + (kern_mxfp4_int16(isa) ?
+						   Q16FAC * (ios[n].dx16 +
+						   ios[n].da16[l]) : 0);
 				double eq, er, ex;
 				size_t j;
 

@@ -12,6 +12,7 @@
 #include "isa-variants.h"
 #include "kernels/fp.h"
 #include "kernels/fp8.h"
+#include "kernels/mxfp4.h"
 #include "kernels/kern.h"
 #include "kernels/pack.h"
 #include "ktcore/core.h"
@@ -434,29 +435,30 @@ TEST(fp8_avx512_one_call_same_bits_as_eight_token_calls)
 }
 
 /*
- * MXFP4 on avx512 (and the amx table's few-token slot) dots the weights
- * with the activations as int16 per group of 32: a group whose elements
- * lie within 2^7 of its largest (here all in [1, 2)) is exact, so only
- * the f32 sums over groups differ from the oracle; and a group's dot is
- * an exact int32 whatever the chains, so a token's result is the same
- * bits in a call of any size (one call against calls of one token).
+ * MXFP4 on the int16 variants (kern_mxfp4_int16()) dots the weights with
+ * the activations as int16 per group of 32: a group whose elements lie
+ * within 2^7 of its largest (here all in [1, 2)) is exact, so only the
+ * f32 sums over groups differ from the oracle; and a group's dot is an
+ * exact int32 whatever the chains or passes, so a token's result is the
+ * same bits in a call of any size (one call against calls of one token).
  */
-TEST(mxfp4_avx512_int16_exact_and_same_bits_for_any_m)
+TEST(mxfp4_int16_exact_and_same_bits_for_any_m)
 {
-	static const enum kt_isa isas[] = { KT_ISA_AVX512, KT_ISA_AMX };
-	static const unsigned int ms[] = { 1, 3, 7, 13, 37 };
+	static const unsigned int ms[] = { 1, 2, 3, 4, 7, 13, 37 };
 	const struct kern_quant_ops *ref =
 		kern_quant_ops_get(kern_ops_get(KT_ISA_SCALAR), KT_QUANT_MXFP4);
-	unsigned int v, i, ran = 0;
+	unsigned int i, ran = 0;
 	struct blob b;
+	int v;
 
 	/* H = 1280: down's rows are a run of 1024 and one of 256 */
 	ASSERT_EQ(blob_make(&b, KT_QUANT_MXFP4, 1280, 512, 0, 24), 0);
-	for (v = 0; v < sizeof(isas) / sizeof(isas[0]); v++) {
-		const struct kern_ops *ops = kern_ops_get(isas[v]);
+	for (v = KT_ISA_SCALAR; v < KT_ISA_COUNT; v++) {
+		const struct kern_ops *ops = kern_ops_get(v);
 		const struct kern_quant_ops *qo;
 
-		if (!ops || !core_isa_runs(isas[v], core_cpu_flags()))
+		if (!kern_mxfp4_int16(v) || !ops ||
+		    !core_isa_runs(v, core_cpu_flags()))
 			continue;
 		qo = kern_quant_ops_get(ops, KT_QUANT_MXFP4);
 		for (i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
@@ -473,7 +475,7 @@ TEST(mxfp4_avx512_int16_exact_and_same_bits_for_any_m)
 	}
 	free(b.p);
 	if (!ran)
-		SKIP(return, "this CPU runs neither avx512 nor amx");
+		SKIP(return, "this CPU runs no int16 MXFP4 variant");
 }
 
 /*

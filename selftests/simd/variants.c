@@ -8,6 +8,7 @@
 #include "isa-variants.h"
 #include "simd/check.h"
 #include "ktcore/core.h"
+#include "kernels/mxfp4.h"
 #include "kernels/simd.h"
 
 /* Whether this CPU runs @isa: cpuid, XCR0 and the AMX permission agree. */
@@ -39,7 +40,7 @@ static const struct sc_case cases[] = {
 
 static double tol_of(enum kt_quant q, enum kt_isa isa)
 {
-	return sc_tol(q, isa == KT_ISA_AVX512 || isa == KT_ISA_AMX);
+	return sc_tol(q, kern_mxfp4_int16(isa));
 }
 
 /*
