@@ -147,6 +147,24 @@ AI void mx_i16(const uint8_t *p, int s, __m128i tbl, __m256i *lo,
 		_mm_srli_epi16(b, 4), m4)));
 }
 
+/* Both slices of the line at @p (mx_i16()'s for s = 0 and 1), the nibbles
+ * split and looked up 32 bytes at a time. */
+AI void mx_i16_line(const uint8_t *p, __m128i tbl, __m256i lo[NS],
+		    __m256i hi[NS])
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	const __m256i t2 = _mm256_broadcastsi128_si256(tbl);
+	__m256i b = _mm256_loadu_si256((const void *)p);
+	__m256i l8 = _mm256_shuffle_epi8(t2, _mm256_and_si256(b, m4));
+	__m256i h8 = _mm256_shuffle_epi8(t2, _mm256_and_si256(
+		_mm256_srli_epi16(b, 4), m4));
+
+	lo[0] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(l8));
+	hi[0] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(h8));
+	lo[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(l8, 1));
+	hi[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(h8, 1));
+}
+
 /* Eight E8M0 bytes at @p to 2^(e - 127) in f32 (e = 0: 2^-127). */
 AI __m256 mx_scale8(const uint8_t *p)
 {
@@ -183,8 +201,10 @@ AI void mk_pass(const uint8_t *w1, const uint8_t *w2, const int two,
 #pragma GCC unroll 2
 			for (j = 0; j < SS; j++)
 				a1[m][j] = a2[m][j] = vi_zero();
-#pragma GCC unroll 8
+#pragma GCC unroll 2
 		for (l = 0; l < GL; l++) {
+			__m256i lo1[NS], hi1[NS], lo2[NS], hi2[NS];
+
 			if (!s0 && !(l & 1)) {
 				_mm_prefetch((const char *)p1 + PF_DIST +
 					     l * LINE, _MM_HINT_T0);
@@ -193,14 +213,19 @@ AI void mk_pass(const uint8_t *w1, const uint8_t *w2, const int two,
 						     PF_DIST + l * LINE,
 						     _MM_HINT_T0);
 			}
+			if (SS == NS) {
+				mx_i16_line(p1 + l * LINE, tbl, lo1, hi1);
+				if (two)
+					mx_i16_line(p2 + l * LINE, tbl, lo2,
+						    hi2);
+			} else {
+				mx_i16(p1 + l * LINE, s0, tbl, lo1, hi1);
+				if (two)
+					mx_i16(p2 + l * LINE, s0, tbl, lo2,
+					       hi2);
+			}
 #pragma GCC unroll 2
 			for (j = 0; j < SS; j++) {
-				__m256i lo1, hi1, lo2, hi2;
-
-				mx_i16(p1 + l * LINE, s0 + j, tbl, &lo1, &hi1);
-				if (two)
-					mx_i16(p2 + l * LINE, s0 + j, tbl,
-					       &lo2, &hi2);
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
 					/* k 4l .. 4l + 3 of the group */
@@ -210,12 +235,13 @@ AI void mk_pass(const uint8_t *w1, const uint8_t *w2, const int two,
 					__m256i x1 = vi_set1_32(ld32(xp + 2));
 
 					a1[m][j] = vi_dot_i16(vi_dot_i16(
-						a1[m][j], lo1, x0), hi1, x1);
+						a1[m][j], lo1[j], x0), hi1[j],
+						x1);
 					if (two)
 						a2[m][j] = vi_dot_i16(
 							vi_dot_i16(a2[m][j],
-								   lo2, x0),
-							hi2, x1);
+								   lo2[j], x0),
+							hi2[j], x1);
 				}
 			}
 		}
