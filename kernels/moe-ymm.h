@@ -176,7 +176,10 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 
 /*
  * INT4, one matrix, half @h: nibbles (q + 8) times activations, minus
- * 8 * sum(x) per group, times the group's scales; f32 per token.
+ * 8 * sum(x) per group, times the group's scales; f32 per token. The
+ * nibbles are the unsigned operand of vpdpbusd, or on AVX2 of vpmaddubsw:
+ * its pair sums (at most 2 * 15 * 127) gather eight lines in int16 before
+ * vpmaddwd by ones folds them into the int32 dots, the same integers.
  */
 AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 	      const uint8_t *const *x, const int32_t *const *gs,
@@ -184,10 +187,10 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 	      __m256 *out)
 {
 	const __m256i lo4 = _mm256_set1_epi8(0x0f);
-#if YMM_VNNI
 	__m256i al[MR], ah[MR];
-#else
-	__m256i al[2][MR], ah[2][MR];
+#if !YMM_VNNI
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i sl[MR], sh[MR];
 #endif
 	__m256 f[MR];
 	unsigned int t;
@@ -195,11 +198,9 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
-#if YMM_VNNI
 		al[m] = ah[m] = _mm256_setzero_si256();
-#else
-		al[0][m] = al[1][m] = ah[0][m] = ah[1][m] =
-			_mm256_setzero_si256();
+#if !YMM_VNNI
+		sl[m] = sh[m] = _mm256_setzero_si256();
 #endif
 		f[m] = _mm256_setzero_ps();
 	}
@@ -216,45 +217,30 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 
 			if (!h)
 				pf_line(tw + PF_DIST + j * LINE, 0);
-#if YMM_VNNI
 #pragma GCC unroll 16
 			for (m = 0; m < M; m++) {
 				const uint8_t *xp = x[m] + t * KERN_TILE_K_INT4 + j * LANE;
+				__m256i xl = _mm256_set1_epi32(ld32(xp));
+				__m256i xh = _mm256_set1_epi32(ld32(xp +
+							KERN_INT4_HI_K));
 
-				al[m] = _mm256_dpbusd_avx_epi32(al[m], wl,
-					_mm256_set1_epi32(ld32(xp)));
-				ah[m] = _mm256_dpbusd_avx_epi32(ah[m], wh,
-					_mm256_set1_epi32(ld32(xp + KERN_INT4_HI_K)));
-			}
+#if YMM_VNNI
+				al[m] = _mm256_dpbusd_avx_epi32(al[m], wl, xl);
+				ah[m] = _mm256_dpbusd_avx_epi32(ah[m], wh, xh);
 #else
-			{
-				__m256i la = _mm256_cvtepu8_epi16(
-					_mm256_castsi256_si128(wl));
-				__m256i lb = _mm256_cvtepu8_epi16(
-					_mm256_extracti128_si256(wl, 1));
-				__m256i ha = _mm256_cvtepu8_epi16(
-					_mm256_castsi256_si128(wh));
-				__m256i hb = _mm256_cvtepu8_epi16(
-					_mm256_extracti128_si256(wh, 1));
-
-#pragma GCC unroll 16
-				for (m = 0; m < M; m++) {
-					const uint8_t *xp = x[m] +
-						t * KERN_TILE_K_INT4 + j * LANE;
-					__m256i xl = bcast_x16(xp);
-					__m256i xh = bcast_x16(xp + KERN_INT4_HI_K);
-
-					al[0][m] = _mm256_add_epi32(al[0][m],
-						_mm256_madd_epi16(la, xl));
-					al[1][m] = _mm256_add_epi32(al[1][m],
-						_mm256_madd_epi16(lb, xl));
-					ah[0][m] = _mm256_add_epi32(ah[0][m],
-						_mm256_madd_epi16(ha, xh));
-					ah[1][m] = _mm256_add_epi32(ah[1][m],
-						_mm256_madd_epi16(hb, xh));
+				sl[m] = _mm256_add_epi16(sl[m],
+					_mm256_maddubs_epi16(wl, xl));
+				sh[m] = _mm256_add_epi16(sh[m],
+					_mm256_maddubs_epi16(wh, xh));
+				if ((j & 7) == 7) {
+					al[m] = _mm256_add_epi32(al[m],
+						_mm256_madd_epi16(sl[m], ones));
+					ah[m] = _mm256_add_epi32(ah[m],
+						_mm256_madd_epi16(sh[m], ones));
+					sl[m] = sh[m] = _mm256_setzero_si256();
 				}
-			}
 #endif
+			}
 			if ((G == 32 && j == NLINE / 2 - 1) ||
 			    j == NLINE - 1) {
 				unsigned int gl = t * (KERN_TILE_K_INT4 / G) +
@@ -263,14 +249,8 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
-#if YMM_VNNI
 					__m256i dl = al[m], dh = ah[m];
-#else
-					__m256i dl = red_pairs(al[0][m],
-							       al[1][m]);
-					__m256i dh = red_pairs(ah[0][m],
-							       ah[1][m]);
-#endif
+
 					if (G == 128) {
 						dl = _mm256_add_epi32(dl, dh);
 						dl = _mm256_sub_epi32(dl,
@@ -296,13 +276,7 @@ AI void mk_i4(const uint8_t *w, unsigned int h, unsigned int nt,
 							_mm256_loadu_ps(ws +
 							gh * ws_stride), f[m]);
 					}
-#if YMM_VNNI
 					al[m] = ah[m] = _mm256_setzero_si256();
-#else
-					al[0][m] = al[1][m] = ah[0][m] =
-						ah[1][m] =
-						_mm256_setzero_si256();
-#endif
 				}
 			}
 		}
