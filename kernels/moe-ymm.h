@@ -44,24 +44,12 @@ AI void pf_line(const uint8_t *p, const int l1)
 
 /* ---- micro-kernels: 8 output rows (one half line), M tokens ------------- */
 
-#if !YMM_VNNI
-/* Pair sums of rows 0-3 in @a and rows 4-7 in @b, to rows 0-7. */
-AI __m256i red_pairs(__m256i a, __m256i b)
-{
-	return _mm256_permute4x64_epi64(_mm256_hadd_epi32(a, b), 0xd8);
-}
-
-/* Four int8 activations as int16, repeated over the register. */
-AI __m256i bcast_x16(const uint8_t *p)
-{
-	return _mm256_broadcastq_epi64(_mm_cvtepi8_epi16(
-		_mm_cvtsi32_si128(ld32(p))));
-}
-#endif
-
 /*
  * INT8: @two matrices (gate and up) or one; half @h of each line; int32
- * dots of the 8 rows per token in og/ou.
+ * dots of the 8 rows per token in og/ou. AVX2 has vpmaddubsw (u8 * s8)
+ * where VNNI has vpdpbusd: |w| is the unsigned operand and x takes w's
+ * sign (vpsignb), each pair sum at most 2 * 128 * 127, within int16; then
+ * vpmaddwd by ones. The same int32 dots either way.
  */
 AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	      unsigned int h, unsigned int nt, const uint8_t *const *x,
@@ -70,22 +58,16 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 {
 #if YMM_VNNI
 	const __m256i flip = _mm256_set1_epi8((char)0x80);
-	__m256i ag[MR], au[MR];
 #else
-	__m256i ag[2][MR], au[2][MR];
+	const __m256i ones = _mm256_set1_epi16(1);
 #endif
+	__m256i ag[MR], au[MR];
 	unsigned int t;
 	int m, j;
 
 #pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-#if YMM_VNNI
+	for (m = 0; m < M; m++)
 		ag[m] = au[m] = _mm256_setzero_si256();
-#else
-		ag[0][m] = ag[1][m] = au[0][m] = au[1][m] =
-			_mm256_setzero_si256();
-#endif
-	}
 	for (t = 0; t < nt; t++) {
 		const uint8_t *tg = gw + kern_tile_off(t) + h * HROW * LANE;
 		const uint8_t *tu = two ? uw + kern_tile_off(t) + h * HROW * LANE : NULL;
@@ -121,34 +103,27 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 			}
 #else
 			{
-				__m256i ga = _mm256_cvtepi8_epi16(
-					_mm256_castsi256_si128(wg));
-				__m256i gb = _mm256_cvtepi8_epi16(
-					_mm256_extracti128_si256(wg, 1));
-				__m256i ua = _mm256_cvtepi8_epi16(
-					_mm256_castsi256_si128(wu));
-				__m256i ub = _mm256_cvtepi8_epi16(
-					_mm256_extracti128_si256(wu, 1));
+				__m256i ga = _mm256_abs_epi8(wg);
+				__m256i ua = _mm256_abs_epi8(wu);
 
 #pragma GCC unroll 16
 				for (m = 0; m < M; m++) {
-					__m256i xb = bcast_x16(x[m] +
-						t * KERN_TILE_K_INT8 + j * LANE);
+					__m256i xb = _mm256_set1_epi32(ld32(
+						x[m] + t * KERN_TILE_K_INT8 +
+						j * LANE));
 
-					ag[0][m] = _mm256_add_epi32(ag[0][m],
-						_mm256_madd_epi16(ga, xb));
-					ag[1][m] = _mm256_add_epi32(ag[1][m],
-						_mm256_madd_epi16(gb, xb));
-					if (two) {
-						au[0][m] = _mm256_add_epi32(
-							au[0][m],
-							_mm256_madd_epi16(ua,
-									  xb));
-						au[1][m] = _mm256_add_epi32(
-							au[1][m],
-							_mm256_madd_epi16(ub,
-									  xb));
-					}
+					ag[m] = _mm256_add_epi32(ag[m],
+						_mm256_madd_epi16(
+						_mm256_maddubs_epi16(ga,
+						_mm256_sign_epi8(xb, wg)),
+						ones));
+					if (two)
+						au[m] = _mm256_add_epi32(au[m],
+							_mm256_madd_epi16(
+							_mm256_maddubs_epi16(ua,
+							_mm256_sign_epi8(xb,
+									 wu)),
+							ones));
 				}
 			}
 #endif
@@ -167,9 +142,9 @@ AI void mk_i8(const uint8_t *gw, const uint8_t *uw, const int two,
 	(void)xsum;
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++) {
-		og[m] = red_pairs(ag[0][m], ag[1][m]);
+		og[m] = ag[m];
 		if (two)
-			ou[m] = red_pairs(au[0][m], au[1][m]);
+			ou[m] = au[m];
 	}
 #endif
 }
@@ -412,11 +387,11 @@ AI void gu_block(const struct kern_gate_up_args *a, enum kt_quant q,
 	}
 }
 
-/* Register blocks: INT4 on AVX2 holds 5 registers per token, others 2-4. */
+/* Register blocks: INT4 holds 5 registers per token on AVX2 (3 with
+ * VNNI), the others 2-4. */
 static unsigned int mr_of(enum kt_quant q)
 {
-	return !YMM_VNNI && q != KT_QUANT_BF16 ? 2 : q == KT_QUANT_INT4 ? 3 :
-	       MR;
+	return q != KT_QUANT_INT4 ? MR : YMM_VNNI ? 3 : 2;
 }
 
 /* Row blocks outer, token blocks inner, as in moe-zmm.h. */
