@@ -2,7 +2,7 @@
 /*
  * add-y-vec.h - the last step of a down call, written once over the width
  * layer (vec.h) for the bodies that keep a down pass's sums in scratch
- * (moe-vec.h, fp8-vec.h, mxfp4-vec.h).
+ * (moe-vec.h, fp8-vec.h, mxfp4-vec.h, moe-mxfp4-avx2.c).
  */
 #ifndef KT_KERNELS_ADD_Y_VEC_H
 #define KT_KERNELS_ADD_Y_VEC_H

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * moe-avx2.c - the AVX2 variant: vpmaddwd on sign-extended int16 for
- * INT8/INT4, FMA for BF16 (body: moe-ymm.h).
+ * moe-avx2.c - the AVX2 variant: vpmaddubsw + vpmaddwd for INT8/INT4,
+ * FMA for BF16 (body: moe-ymm.h).
  */
 #define YMM_ISA avx2
 #define YMM_VNNI 0

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * moe-ymm.h - the body of the 256-bit variants: AVX2 (vpmaddwd on
- * sign-extended int16, FMA on bf16 widened by a shift) and, with
- * YMM_VNNI, AVX-VNNI (256-bit vpdpbusd). Included by moe-avx2.c and
+ * moe-ymm.h - the body of the 256-bit variants: AVX2 (vpmaddubsw and
+ * vpmaddwd by ones, FMA on bf16 widened by a shift) and, with YMM_VNNI,
+ * AVX-VNNI (256-bit vpdpbusd). Included by moe-avx2.c and
  * moe-avxvnni.c, which define YMM_ISA (the name suffix) and YMM_VNNI.
  *
  * A 64-byte tile line is two halves of 8 output rows; each micro-kernel

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mxfp4-vec.h - MXFP4 experts on FMA at either width, for the variants
- * without AVX-512 BF16: each slice of a tile line (VF_LANES rows x 4 k) is
- * widened to f32, the magnitude through a vpermps table of the E2M1
- * values, times the row's E8M0 scale (exact: a power of two times a value
- * of two significant bits); then FMA with the bf16 activations widened the
- * same way. Built at 256 bits by moe-mxfp4-avx2.c (AVX2, AVX-VNNI) and at
- * 512 by moe-mxfp4-avx512bw.c (AVX-512 without BF16).
+ * mxfp4-vec.h - MXFP4 experts on FMA, for the AVX-512 variants without
+ * BF16: each tile line (16 rows x 4 k) is widened to f32, the value
+ * through a vpermps table of the E2M1 codes, times the row's E8M0 scale
+ * (exact: a power of two times a value of two significant bits); then FMA
+ * with the bf16 activations widened the same way. Built by
+ * moe-mxfp4-avx512bw.c, over the width layer's names (vec.h); the 256-bit
+ * variants dot int16 instead (moe-mxfp4-avx2.c).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -33,7 +33,10 @@
 /* columns whose activations are widened to f32 at once (as fp8-vec.h) */
 #define XB		KERN_TILE_K_MXFP4
 
-#if VEC_BITS == 512
+#if VEC_BITS != 512
+#error "mxfp4-vec.h: 512 bits only (256: moe-mxfp4-avx2.c)"
+#endif
+
 /* VF_LANES E8M0 bytes to 2^(e - 127) in f32 (e = 0: the subnormal
  * 2^-127). */
 AI vf mx_scales(const uint8_t *p)
@@ -68,40 +71,6 @@ AI vf mx_dec(vi d, const int sh, vf tbl, vf sc)
 	return _mm512_mul_ps(_mm512_permutexvar_ps(sh ?
 		_mm512_srli_epi32(d, sh) : d, tbl), sc);
 }
-#else
-AI vf mx_scales(const uint8_t *p)
-{
-	__m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)p));
-	__m256i z = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
-
-	return _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(e, 23),
-		_mm256_and_si256(z, _mm256_set1_epi32(0x00400000))));
-}
-
-AI vi mx_codes(const uint8_t *p, int s)
-{
-	return _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(p +
-								   16 * s)));
-}
-
-/* The eight magnitudes: vpermps reads the low three bits of the index. */
-AI vf mx_table(void)
-{
-	return _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
-}
-
-/* The magnitude from the table, the sign (bit @sh + 3) from the code. */
-AI vf mx_dec(vi d, const int sh, vf tbl, vf sc)
-{
-	__m256i idx = sh ? _mm256_srli_epi32(d, sh) : d;
-	__m256 mag = _mm256_permutevar8x32_ps(tbl, idx);
-	__m256i sign = _mm256_and_si256(_mm256_slli_epi32(d, 28 - sh),
-					_mm256_set1_epi32((int)0x80000000u));
-
-	return _mm256_xor_ps(_mm256_mul_ps(mag, sc),
-			     _mm256_castsi256_ps(sign));
-}
-#endif
 
 /* Slice @s of the line at @p (scales @sc) for M tokens, columns @k .. +3
  * of xf[m]: the dots added to a[m][@j][k mod CH], in k order. */

@@ -91,11 +91,12 @@ static inline size_t kern_act_row_bytes_b16(unsigned int K)
 	}
 
 /*
- * FP8 and MXFP4 on the variants without AVX-512 BF16: f32 FMA over the
- * weights widened (fp8-vec.h, mxfp4-vec.h), built at 256 bits (@body
- * avx2: AVX2, AVX-VNNI) and at 512 (avx512bw: the AVX-512 variants
- * without BF16), over the variant's own bf16 activation rows (plain bf16,
- * the same format in every variant).
+ * FP8 and MXFP4 on the variants without AVX-512 BF16, over the variant's
+ * own bf16 activation rows (plain bf16, the same format in every
+ * variant): built at 256 bits (@body avx2: AVX2, AVX-VNNI; FP8 by f32
+ * FMA over the weights widened (fp8-vec.h), MXFP4 by int16 dots
+ * (moe-mxfp4-avx2.c)) and at 512 (avx512bw: the AVX-512 variants without
+ * BF16, both by f32 FMA: fp8-vec.h, mxfp4-vec.h).
  */
 #define KERN_DECLARE_F32_BODY(quant, body)				\
 	void kern_gate_up_##quant##_##body(				\
