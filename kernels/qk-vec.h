@@ -143,6 +143,42 @@ AI vi load_sc(const uint8_t *p)
 #define QK_PER		(QK_HB ? 4 / QK_HB : 1)
 
 /*
+ * Without VNNI each line's vpmaddubsw pair sums (at most 2 * 127 times
+ * the largest value, 15 << QK_HB ... 63) add up in int16 over QK_FOLD
+ * lines before one vpmaddwd by ones takes them to int32 (Q4_K 8, Q5_K 4,
+ * Q6_K 2): the same integers as vpdpbusd, with a third fewer operations
+ * per line and token for Q4_K.
+ */
+#define QK_FOLD		(VEC_VNNI ? 1 :					\
+			 32767 / (2 * 127 * ((16 << QK_HB) - 1)))
+
+/*
+ * run_sub()'s lines unrolled two at a time, not all: Q4_K on 256 bits,
+ * whose 8 lines at once wanted registers for all their lines and sums,
+ * 16 too few; the spills cost a quarter of its gate+up (simd.md, "The
+ * GGUF blocks on AVX2"). Q5_K and Q6_K (4 lines per sub-block) lost by
+ * it.
+ */
+#define QK_SUB_PAIRS	(QK_HB == 0 && VEC_BITS == 256)
+
+/*
+ * Line @j (of @n) of a sub-block's dots: @acc (int32) += @w . @x, through
+ * @s (int16, QK_FOLD lines at a time) without VNNI.
+ */
+AI void sub_dot(vi *acc, vi *s, vi w, vi x, unsigned int j, unsigned int n)
+{
+	if (VEC_VNNI) {
+		*acc = vi_dot_u8s8(*acc, w, x);
+		return;
+	}
+	*s = vi_dot_u8s8_16(*s, w, x);
+	if ((j + 1) % QK_FOLD == 0 || j + 1 == n) {
+		*acc = vi_fold16(*acc, *s);
+		*s = vi_zero();
+	}
+}
+
+/*
  * Line @L of the tile at @tp (this vector's rows at @ro): its low (@hi 0)
  * or high nibbles with their high bits, as the unsigned operand; @lh is L
  * % QK_PER, given apart so that it stays a constant where L does not. The
@@ -265,6 +301,26 @@ AI void run_start(struct qk_run *b, unsigned int nt, const int M)
 	run_mins(b, nt, M);
 }
 
+/* Line @L0 + @j of run_sub()'s tile @tp (@pp: its prefetch), both dots. */
+AI void sub_line(const struct qk_run *b, const uint8_t *tp, const uint8_t *pp,
+		 unsigned int L0, unsigned int j, unsigned int kl,
+		 unsigned int kh, vi *dl, vi *dh, vi *sl, vi *sh, const int M)
+{
+	const unsigned int lps = 8 / QK_NS;
+	/* L0 is a multiple of QK_PER */
+	vi wl = qline(tp, pp, L0 + j, j % QK_PER, 0, b->ro);
+	vi wh = qline(tp, pp, L0 + j, j % QK_PER, 1, b->ro);
+	int m;
+
+#pragma GCC unroll 8
+	for (m = 0; m < M; m++) {
+		const uint8_t *xp = b->x[m] + b->xo + 4 * j;
+
+		sub_dot(&dl[m], &sl[m], wl, bcast4(xp + kl), j, lps);
+		sub_dot(&dh[m], &sh[m], wh, bcast4(xp + kh), j, lps);
+	}
+}
+
 /*
  * Lines [L0, L0 + lps) of tile @tt: their low nibbles are one sub-block
  * (k 4 L0.. of the tile), their high nibbles another (64 later); both dots
@@ -277,26 +333,21 @@ AI void run_sub(struct qk_run *b, unsigned int tt, unsigned int L0,
 	const uint8_t *tp = b->t + tt * QK_TB, *pp = b->pf + tt * QK_TB;
 	const unsigned int kl = tt * KERN_TILE_K_INT4 + 4 * L0;
 	const unsigned int kh = kl + KERN_INT4_HI_K;
-	vi dl[MR_PF], dh[MR_PF];
+	vi dl[MR_PF], dh[MR_PF], sl[MR_PF], sh[MR_PF];
 	unsigned int j;
 	int m;
 
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
-		dl[m] = dh[m] = vi_zero();
+		dl[m] = dh[m] = sl[m] = sh[m] = vi_zero();
+	if (QK_SUB_PAIRS) {
+#pragma GCC unroll 2
+		for (j = 0; j < lps; j++)
+			sub_line(b, tp, pp, L0, j, kl, kh, dl, dh, sl, sh, M);
+	} else {
 #pragma GCC unroll 8
-	for (j = 0; j < lps; j++) {
-		/* L0 is a multiple of QK_PER */
-		vi wl = qline(tp, pp, L0 + j, j % QK_PER, 0, b->ro);
-		vi wh = qline(tp, pp, L0 + j, j % QK_PER, 1, b->ro);
-
-#pragma GCC unroll 8
-		for (m = 0; m < M; m++) {
-			const uint8_t *xp = b->x[m] + b->xo + 4 * j;
-
-			dl[m] = vi_dot_u8s8(dl[m], wl, bcast4(xp + kl));
-			dh[m] = vi_dot_u8s8(dh[m], wh, bcast4(xp + kh));
-		}
+		for (j = 0; j < lps; j++)
+			sub_line(b, tp, pp, L0, j, kl, kh, dl, dh, sl, sh, M);
 	}
 	sub_scale(dl, b->r, b->kw, kl, b->d, M, b->sum);
 	sub_scale(dh, b->r, b->kw, kh, b->dh16, M, b->sum);
@@ -329,13 +380,13 @@ AI void run_half2(struct qk_run *a, struct qk_run *b, unsigned int tt,
 	const uint8_t *pa = a->pf + tt * QK_TB, *pb = b->pf + tt * QK_TB;
 	const unsigned int k = tt * KERN_TILE_K_INT4 + 4 * L0 +
 			       (hi ? KERN_INT4_HI_K : 0);
-	vi da[MR_PF], db[MR_PF];
+	vi da[MR_PF], db[MR_PF], sa[MR_PF], sb[MR_PF];
 	unsigned int j;
 	int m;
 
 #pragma GCC unroll 8
 	for (m = 0; m < M; m++)
-		da[m] = db[m] = vi_zero();
+		da[m] = db[m] = sa[m] = sb[m] = vi_zero();
 #pragma GCC unroll 8
 	for (j = 0; j < lps; j++) {
 		vi wa = qline(ta, pa, L0 + j, j % QK_PER, hi, a->ro);
@@ -345,8 +396,8 @@ AI void run_half2(struct qk_run *a, struct qk_run *b, unsigned int tt,
 		for (m = 0; m < M; m++) {
 			vi xv = bcast4(a->x[m] + a->xo + 4 * j + k);
 
-			da[m] = vi_dot_u8s8(da[m], wa, xv);
-			db[m] = vi_dot_u8s8(db[m], wb, xv);
+			sub_dot(&da[m], &sa[m], wa, xv, j, lps);
+			sub_dot(&db[m], &sb[m], wb, xv, j, lps);
 		}
 	}
 	sub_scale(da, a->r, a->kw, k, hi ? a->dh16 : a->d, M, a->sum);

@@ -91,6 +91,13 @@ typedef __m512i vi;
 #define vi_dot_i16(acc, a, b)						\
 	_mm512_add_epi32(acc, _mm512_madd_epi16(a, b))
 #endif
+/* @acc + the int16 pair sums of u8 @u times s8 @s (vpmaddubsw), which
+ * the caller keeps within int16; then int16 pairs of @v added to @acc in
+ * int32 (vpmaddwd by ones) */
+#define vi_dot_u8s8_16(acc, u, s)					\
+	_mm512_add_epi16(acc, _mm512_maddubs_epi16(u, s))
+#define vi_fold16(acc, v)						\
+	_mm512_add_epi32(acc, _mm512_madd_epi16(v, _mm512_set1_epi16(1)))
 
 /* VF_LANES int16 pairs (@p[i], @p[16 + i]) of uint8 (@sgn 0) or int8 */
 AI vi vi_load_pairs8(const void *p, int sgn)
@@ -192,6 +199,10 @@ typedef __m256i vi;
 #define vi_dot_i16(acc, a, b)						\
 	_mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
 #endif
+#define vi_dot_u8s8_16(acc, u, s)					\
+	_mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s))
+#define vi_fold16(acc, v)						\
+	_mm256_add_epi32(acc, _mm256_madd_epi16(v, _mm256_set1_epi16(1)))
 
 AI vi vi_load_pairs8(const void *p, int sgn)
 {
