@@ -194,7 +194,8 @@ AI void mk_pass(const uint8_t *w1, const uint8_t *w2, const int two,
 	int m, j, g, l;
 
 	for (g = 0; g < NG; g++) {
-		const uint8_t *p1 = w1 + g * GL * LINE, *p2 = w2 + g * GL * LINE;
+		const uint8_t *p1 = w1 + g * GL * LINE;
+		const uint8_t *p2 = w2 + g * GL * LINE;
 
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
@@ -330,10 +331,11 @@ AI void gu_block(const struct kern_gate_up_args *a, const struct mx_xq *xq,
 			      sg + so, su + so, a->N, xk, sk, M, g, u);
 			continue;
 		}
-		mk_mx(a->gate->tiles + off, NULL, 0, sg + so, NULL, a->N, xk,
-		      sk, M, g, NULL);
-		mk_mx(a->up->tiles + off, NULL, 0, su + so, NULL, a->N, xk, sk,
-		      M, u, NULL);
+		/* one matrix: the second's pointers repeat the first */
+		mk_mx(a->gate->tiles + off, a->gate->tiles + off, 0, sg + so,
+		      sg + so, a->N, xk, sk, M, g, g);
+		mk_mx(a->up->tiles + off, a->up->tiles + off, 0, su + so,
+		      su + so, a->N, xk, sk, M, u, u);
 	}
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
@@ -409,8 +411,8 @@ AI void down_block(const struct kern_down_args *a, const struct mx_xq *xq,
 				mk_mx(tw, tw + KERN_TILE_BYTES, 1, sp,
 				      sp + NROW, a->N, x, xs, M, r[0], r[1]);
 			else
-				mk_mx(tw, NULL, 0, sp, NULL, a->N, x, xs, M,
-				      r[0], NULL);
+				mk_mx(tw, tw, 0, sp, sp, a->N, x, xs, M,
+				      r[0], r[0]);
 			for (b = 0; b < nbk; b++) {
 				float *pp = part + ((nb + b) * NROW - ns0);
 

@@ -144,12 +144,12 @@ AI vi load_sc(const uint8_t *p)
 
 /*
  * Without VNNI each line's vpmaddubsw pair sums (at most 2 * 127 times
- * the largest value, 15 << QK_HB ... 63) add up in int16 over QK_FOLD
- * lines before one vpmaddwd by ones takes them to int32 (Q4_K 8, Q5_K 4,
- * Q6_K 2): the same integers as vpdpbusd, with a third fewer operations
- * per line and token for Q4_K.
+ * the largest value, (16 << QK_HB) - 1: 15, 31, 63) add up in int16
+ * over QK_FOLD lines before one vpmaddwd by ones takes them to int32
+ * (Q4_K 8, Q5_K 4, Q6_K 2): the same integers as vpdpbusd, with a third
+ * fewer operations per line and token for Q4_K.
  */
-#define QK_FOLD		(VEC_VNNI ? 1 :					\
+#define QK_FOLD		(VEC_VNNI ? 1 :				\
 			 32767 / (2 * 127 * ((16 << QK_HB) - 1)))
 
 /*
