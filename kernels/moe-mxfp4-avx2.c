@@ -17,6 +17,7 @@
 #define VEC_BITS	256
 #define VEC_ISA		avx2
 #include "kernels/mxfp4.h"
+#include "kernels/mxfp4-xq.h"
 #include "kernels/simd.h"
 #include "kernels/vec.h"
 #include "kernels/dispatch-m.h"
@@ -42,40 +43,6 @@
  */
 #define ACC_MAX		4
 #define SLICES(M, two)	((M) * NS * ((two) ? 2 : 1) <= ACC_MAX ? NS : 1)
-
-/*
- * The activations of a call as int16 per group of 32 (mx_quant()): q[i][k]
- * for token i, each group's scale at s[i][k / 32].
- */
-struct mx_xq {
-	int16_t *q;
-	float *s;
-	unsigned int K;		/* columns per token row */
-};
-
-static size_t mx_xq_bytes(size_t K, unsigned int m)
-{
-	return (size_t)m * K * 2 + (size_t)m * (K / GROUP) * 4 + 128;
-}
-
-static struct mx_xq mx_xq_at(void *p, unsigned int K, unsigned int m)
-{
-	uintptr_t u = ((uintptr_t)p + 63) & ~(uintptr_t)63;
-	struct mx_xq x = { (int16_t *)u, NULL, K };
-
-	x.s = (float *)(u + (((size_t)m * K * 2 + 63) & ~(size_t)63));
-	return x;
-}
-
-/* The f32 2^(@e - 127) for a biased exponent @e in 1..254. */
-static inline float pow2_biased(int e)
-{
-	uint32_t b = (uint32_t)e << 23;
-	float f;
-
-	memcpy(&f, &b, 4);
-	return f;
-}
 
 /* Eight f32 to int16 (nearest even, saturated) at @q, then eight more. */
 AI void store_i16x16(int16_t *q, __m256 a, __m256 b)
