@@ -4,7 +4,10 @@
  * variants without AVX-512 BF16: each half line of a tile (16 rows x a k
  * pair) is widened to f32 exactly through f16, per VF_LANES rows and k
  * parity, and multiplied with the bf16 activations widened; each
- * 128-column scale block's sums are scaled in f32. Built at 256 bits by
+ * 128-column scale block's sums are scaled in f32. Gate + up runs scale
+ * blocks outer over GU_NB row blocks, down (like moe-vec.h) column chunks
+ * outer over up to DOWN_NSUB rows, so that each activation is widened
+ * once for many rows. Built at 256 bits by
  * moe-fp8-avx2.c (AVX2, AVX-VNNI) and at 512 by moe-fp8-avx512bw.c
  * (AVX-512 without BF16: Skylake-SP, Cascade Lake, Ice Lake).
  */
@@ -20,16 +23,28 @@
 
 /* Row slices of a tile, one vector of VF_LANES rows each. */
 #define NS		(KERN_TILE_ROWS / VF_LANES)
-/* Tokens per register block (accumulators per token and slice: VF_CHAINS()). */
+/*
+ * Tokens per register block, and the accumulators a pass may hold
+ * (tokens x row slices x VF_CHAINS()): at 256 bits six tokens of one
+ * slice keep two chains each, twelve FMAs a step against a latency of
+ * four; four or seven tokens ran slower (Zen 3, one expert in L3, T = 64,
+ * gate + up: 7.0 ms against 11.0 and 9.0).
+ */
+#if VEC_BITS == 512
 #define MR		8
+#define ACC		8
+#else
+#define MR		6
+#define ACC		12
+#endif
 /*
  * Row slices per pass over a block for M tokens: all while their
- * accumulators fit (a few tokens: independent chains to hide the FMA
- * latency, AVX2 decode 2.5 -> 1.5 ms per layer), else one, the block in L1
- * for the next (AVX2, T = 512: 400 -> 280 ms). Each row's sums are the
- * same either way.
+ * accumulators fit with room for the weights (a few tokens: independent
+ * chains to hide the FMA latency, AVX2 decode 2.5 -> 1.5 ms per layer),
+ * else one, the block in L1 for the next (AVX2, T = 512: 400 -> 280 ms).
+ * Each row's sums are the same either way.
  */
-#define SLICES(M)	((M) * NS <= MR ? NS : 1)
+#define SLICES(M)	((M) * NS <= ACC - 2 ? NS : 1)
 #define PF_DIST		(4 * 1024)
 #define NROW		KERN_TILE_ROWS
 #define HALF		(KERN_TILE_ROW_BYTES / 2)	/* one k pair */
@@ -46,25 +61,69 @@
 #define XB		KERN_FP8_BLOCK
 
 /*
- * Line @p (k pairs h and h + 1, one per half line; each row's even-k and
- * odd-k byte), rows VF_LANES * @s ..: the weights of k = 2h .. 2h + 3 in
- * w[0..3], each 2^-8 of its E4M3 value, exactly. An E4M3 byte's 7 low
- * bits, 7 places up, are an f16 of the same mantissa and an exponent 8
- * lower (bias 15 against 7), subnormals included; the sign goes to bit
- * 15, and F16C widens it. The scales put the 2^8 back (scale8()). The NaN
- * encodings read as +-480, as on AVX-512. The mask: sign-extended and 7
- * places up, the sign lands in bit 15 and again in bit 14, which it
- * clears; the magnitude in bits 7-13.
+ * Each activation as the FMAs take it. At 512 bits a float, which the FMA
+ * broadcasts from memory itself ({1to16}). At 256 bits a whole vector,
+ * stored broadcast once (widen_x()), which each FMA takes as a memory
+ * operand: a vbroadcastss per FMA held it to about one a cycle (Zen 3,
+ * one expert in L3, T = 64: gate + up 7.85 -> 7.04 ms, down 3.86 -> 3.46
+ * ms). The rows are a line longer than the data: 4 KiB apart, each step's
+ * loads would all fall in one L1 set.
  */
 #if VEC_BITS == 512
+#define XL		1
+#else
+#define XL		VF_LANES
+#endif
+typedef float xrow_t[XB * XL + (XL > 1 ? 16 : 0)];
+
+/* activation @k of the row @xr, in every lane */
+AI vf x_at(const float *xr, int k)
+{
+	return XL == 1 ? vf_set1(xr[k]) : vf_load(xr + k * XL);
+}
+
+/* The XB bf16 activations of @M tokens from x[m] on, widened to f32, to
+ * xf[m] in x_at()'s form. */
+AI void widen_x(xrow_t *xf, const uint8_t *const *x, const int M)
+{
+	float t[XB] __attribute__((aligned(64)));
+	int m, k;
+
+	if (XL == 1) {
+		vf_widen_bf16_rows(&xf[0][0], x, M, XB);
+		return;
+	}
+#pragma GCC unroll 1
+	for (m = 0; m < M; m++) {
+		vf_widen_bf16(t, x[m], XB);
+#pragma GCC unroll 8
+		for (k = 0; k < XB; k++)
+			vf_store(xf[m] + k * XL, vf_set1(t[k]));
+	}
+}
+
 /*
+ * One step of mk_pass(): KS columns k = 2h .. from @p, the line or half
+ * line of k pair h (each row's even-k and odd-k byte), rows VF_LANES * @s
+ * .., in w[0 .. KS - 1], each 2^-8 of its E4M3 value, exactly. An E4M3
+ * byte's 7 low bits, 7 places up, are an f16 of the same mantissa and an
+ * exponent 8 lower (bias 15 against 7), subnormals included; the sign
+ * goes to bit 15, and F16C widens it. The scales put the 2^8 back
+ * (scale8()). The NaN encodings read as +-480, as on AVX-512. The mask:
+ * sign-extended and 7 places up, the sign lands in bit 15 and again in
+ * bit 14, which it clears; the magnitude in bits 7-13.
+ *
  * A half line's 16-bit word r is row r's even byte, then its odd: the odd
  * byte is the word shifted right once (arithmetic), the even one first
  * shifted up 8. Shifts and masks only: the shuffles that gathered the
  * bytes (vpshufb, vpermq, vpmovsxbw) shared port 5 with the widening
- * (one line, in L1: 13 -> 10.5 cycles).
+ * (AVX-512, one line, in L1: 13 -> 10.5 cycles; Zen 3, AVX2, one expert
+ * in L3, T = 1: 445 -> 265 us).
  */
-AI void fp8_line(const uint8_t *p, int s, vf w[4])
+#if VEC_BITS == 512
+/* the whole line (one row slice of 16): both half lines */
+#define KS		4
+AI void fp8_step(const uint8_t *p, int s, vf w[KS])
 {
 	const __m512i mask = _mm512_set1_epi16((short)0xbf80);
 	__m512i b = _mm512_loadu_si512((const void *)p);
@@ -79,34 +138,30 @@ AI void fp8_line(const uint8_t *p, int s, vf w[4])
 	w[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(od, 1));
 }
 #else
-/* half line @p: bytes r0e r0o r1e r1o ... to the eight evens, the odds */
-AI void fp8_rows(const uint8_t *p, int s, vf *we, vf *wo)
+/*
+ * Rows 8 * @s .. 8 * @s + 7 of a half line, in xmm registers: the slices
+ * widen apart, so that one pass may hold both slices' weights of a step
+ * and each activation feeds both (Zen 3, one expert in L3, T = 4, gate +
+ * up: 556 -> 483 us, when a pass took whole lines).
+ */
+#define KS		2
+AI void fp8_step(const uint8_t *p, int s, vf w[KS])
 {
-	const __m128i sel = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14,
-					  1, 3, 5, 7, 9, 11, 13, 15);
-	__m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const void *)(p +
-						     16 * s)), sel);
-	__m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b),
-						       7),
-				     _mm256_set1_epi16((short)0xbf80));
+	const __m128i mask = _mm_set1_epi16((short)0xbf80);
+	__m128i b = _mm_loadu_si128((const void *)(p + 16 * s));
 
-	*we = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-	*wo = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-}
-
-AI void fp8_line(const uint8_t *p, int s, vf w[4])
-{
-	fp8_rows(p, s, &w[0], &w[1]);
-	fp8_rows(p + HALF, s, &w[2], &w[3]);
+	w[0] = _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(
+		_mm_slli_epi16(b, 8), 1), mask));
+	w[1] = _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(b, 1), mask));
 }
 #endif
 
 /* Row slices @s0 .. @s0 + @SS - 1 of mk_fp8(), in one pass, each sum over
- * VF_CHAINS() accumulators. */
-AI void mk_pass(const uint8_t *w, const uint8_t *pf, float xf[][XB],
+ * VF_CHAINS() accumulators (k mod 4 or its parity). */
+AI void mk_pass(const uint8_t *w, const uint8_t *pf, xrow_t *xf,
 		const int M, const int s0, const int SS, vf o[][NS])
 {
-	const int CH = VF_CHAINS(M, SS, MR);
+	const int CH = VF_CHAINS(M, SS, ACC);
 	vf acc[MR][NS][4];
 	int m, h, j, c;
 
@@ -117,22 +172,25 @@ AI void mk_pass(const uint8_t *w, const uint8_t *pf, float xf[][XB],
 #pragma GCC unroll 4
 			for (c = 0; c < CH; c++)
 				acc[m][j][c] = vf_zero();
-	for (h = 0; h < BT * NHALF; h += 2) {
-		if (!s0)
+	for (h = 0; h < BT * NHALF; h += KS / 2) {
+		vf wv[NS][KS];
+
+		if (!s0 && !(h & 1))
 			_mm_prefetch((const char *)pf + h * HALF, _MM_HINT_T0);
 #pragma GCC unroll 2
-		for (j = 0; j < SS; j++) {
-			vf wv[4];
-
-			fp8_line(w + h * HALF, s0 + j, wv);
+		for (j = 0; j < SS; j++)
+			fp8_step(w + h * HALF, s0 + j, wv[j]);
 #pragma GCC unroll 16
-			for (m = 0; m < M; m++)
+		for (m = 0; m < M; m++)
 #pragma GCC unroll 4
-				for (c = 0; c < 4; c++)
-					acc[m][j][c % CH] = vf_fmadd(
-						vf_set1(xf[m][2 * h + c]),
-						wv[c], acc[m][j][c % CH]);
-		}
+			for (c = 0; c < KS; c++) {
+				vf xv = x_at(xf[m], 2 * h + c);
+
+#pragma GCC unroll 2
+				for (j = 0; j < SS; j++)
+					acc[m][j][c % CH] = vf_fmadd(xv,
+						wv[j][c], acc[m][j][c % CH]);
+			}
 	}
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
@@ -147,7 +205,7 @@ AI void mk_pass(const uint8_t *w, const uint8_t *pf, float xf[][XB],
  * the f32 dots, fresh, rows VF_LANES * s .. in o[m][s]. The block's reads
  * prefetch the same length from @pf on.
  */
-AI void mk_fp8(const uint8_t *w, const uint8_t *pf, float xf[][XB],
+AI void mk_fp8(const uint8_t *w, const uint8_t *pf, xrow_t *xf,
 	       const int M, vf o[][NS])
 {
 	int s;
@@ -162,7 +220,7 @@ AI void mk_fp8(const uint8_t *w, const uint8_t *pf, float xf[][XB],
 }
 
 /* The scales of rows VF_LANES * s .. (the row's own, or the block's)
- * times the 2^8 that fp8_rows() leaves out: exact, a power of two. */
+ * times the 2^8 that fp8_step() leaves out: exact, a power of two. */
 AI vf scale8(const float *sp, bool chan, unsigned int kb, int s)
 {
 	return chan ? vf_mul(vf_load(sp + VF_LANES * s), vf_set1(256.0f)) :
@@ -171,71 +229,117 @@ AI vf scale8(const float *sp, bool chan, unsigned int kb, int s)
 
 /* ---- gate + up ----------------------------------------------------------- */
 
-AI void gu_block(const struct kern_gate_up_args *a, unsigned int nb,
-		 unsigned int i0, const int M)
+/*
+ * Row blocks whose gate and up sums one pass over the columns feeds, so
+ * that each scale block's activations are widened (widen_x()) once for
+ * all of them: at 256 bits a store per activation, which for one row
+ * block cost as much as the FMAs it saved. Their weights, GU_NB * 32 rows
+ * of K, stay in L2 or L3 for the next tokens. At 512 bits, where widening
+ * is a store per 16 activations, one: row blocks outer, as measured.
+ */
+#if VEC_BITS == 512
+#define GU_NB		1
+#else
+#define GU_NB		8
+#endif
+
+/* block @kb (of KERN_FP8_BLOCK columns) of row block @nb of @w */
+AI const uint8_t *gu_at(const struct kern_mat *w, unsigned int K,
+			unsigned int nb, unsigned int kb)
 {
-	const unsigned int nkb = a->K / KERN_FP8_BLOCK;
+	return w->tiles + kern_tile_off(kern_tile_rbm(K, KERN_TILE_K_FP8, nb,
+						      kb * BT));
+}
+
+/* One matrix's block (@nb, @kb) for M tokens, its sums scaled into acc. */
+AI void gu_mat(const struct kern_gate_up_args *a, const struct kern_mat *w,
+	       unsigned int nb, unsigned int kb, const uint8_t *pf,
+	       xrow_t *xf, const int M, vf acc[][NS])
+{
+	const float *sp = w->scales + kern_fp8_scale_idx(a->group, a->K,
+							 nb * NROW, 0);
 	const bool chan = a->group == KERN_FP8_CHANNEL;
-	const float *sg = a->gate->scales + kern_fp8_scale_idx(a->group, a->K,
-							       nb * NROW, 0);
-	const float *su = a->up->scales + (sg - a->gate->scales);
-	const uint8_t *x[MR], *xk[MR];
-	float xf[MR][XB] __attribute__((aligned(64)));
-	vf g[MR][NS], u[MR][NS], d[MR][NS];
-	unsigned int kb;
+	vf d[MR][NS];
 	int m, s;
 
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++) {
-		x[m] = a->act + a->act_rows[i0 + m] * a->act_stride;
-#pragma GCC unroll 2
-		for (s = 0; s < NS; s++)
-			g[m][s] = u[m][s] = vf_zero();
-	}
-	for (kb = 0; kb < nkb; kb++) {
-		size_t off = kern_tile_off(kern_tile_rbm(a->K, KERN_TILE_K_FP8,
-							 nb, kb * BT));
-
-#pragma GCC unroll 16
-		for (m = 0; m < M; m++)
-			xk[m] = x[m] + (size_t)kb * KERN_FP8_BLOCK * 2;
-		vf_widen_bf16_rows(&xf[0][0], xk, M, XB);
-		mk_fp8(a->gate->tiles + off, a->gate->tiles + off + PF_DIST,
-		       xf, M, d);
-#pragma GCC unroll 16
-		for (m = 0; m < M; m++)
-#pragma GCC unroll 2
-			for (s = 0; s < NS; s++)
-				g[m][s] = vf_fmadd(d[m][s],
-					scale8(sg, chan, kb, s), g[m][s]);
-		mk_fp8(a->up->tiles + off, a->up->tiles + off + PF_DIST, xf, M,
-		       d);
-#pragma GCC unroll 16
-		for (m = 0; m < M; m++)
-#pragma GCC unroll 2
-			for (s = 0; s < NS; s++)
-				u[m][s] = vf_fmadd(d[m][s],
-					scale8(su, chan, kb, s), u[m][s]);
-	}
+	mk_fp8(gu_at(w, a->K, nb, kb), pf, xf, M, d);
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
 #pragma GCC unroll 2
 		for (s = 0; s < NS; s++)
-			vf_store(a->out + (i0 + m) * a->out_stride +
-				 nb * NROW - a->n0 + VF_LANES * s,
-				 vf_glu(a->glu, nb * NROW + VF_LANES * s,
-					g[m][s], u[m][s]));
+			acc[m][s] = vf_fmadd(d[m][s], scale8(sp, chan, kb, s),
+					     acc[m][s]);
+}
+
+/* Row blocks @nb0 .. @nb0 + @nbn - 1 (nbn <= GU_NB) for tokens @i0 ..
+ * @i0 + M - 1: scale blocks outer, row blocks inner. */
+AI void gu_blocks(const struct kern_gate_up_args *a, unsigned int nb0,
+		  unsigned int nbn, unsigned int i0, const int M)
+{
+	const unsigned int nkb = a->K / KERN_FP8_BLOCK;
+	const uint8_t *x[MR], *xk[MR];
+	xrow_t xf[MR] __attribute__((aligned(64)));
+	vf g[GU_NB][MR][NS], u[GU_NB][MR][NS];
+	unsigned int kb, b;
+	int m, s;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		x[m] = a->act + a->act_rows[i0 + m] * a->act_stride;
+	for (b = 0; b < nbn; b++)
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+			for (s = 0; s < NS; s++)
+				g[b][m][s] = u[b][m][s] = vf_zero();
+	for (kb = 0; kb < nkb; kb++) {
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+			xk[m] = x[m] + (size_t)kb * KERN_FP8_BLOCK * 2;
+		widen_x(xf, xk, M);
+		for (b = 0; b < nbn; b++) {
+			/*
+			 * Prefetch the block read two on (PF_DIST), past the
+			 * last column into the next row blocks (where one row
+			 * block a pass, the bytes that follow).
+			 */
+			unsigned int pb = nb0 + (b + 2) % nbn;
+			unsigned int pk = kb + (b + 2) / nbn;
+
+			if (pk >= nkb)
+				pb += nbn, pk -= nkb;
+			gu_mat(a, a->gate, nb0 + b, kb,
+			       gu_at(a->gate, a->K, pb, pk), xf, M, g[b]);
+			gu_mat(a, a->up, nb0 + b, kb,
+			       gu_at(a->up, a->K, pb, pk), xf, M, u[b]);
+		}
+	}
+	for (b = 0; b < nbn; b++)
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+			for (s = 0; s < NS; s++) {
+				unsigned int n = (nb0 + b) * NROW +
+						 VF_LANES * s;
+
+				vf_store(a->out + (i0 + m) * a->out_stride +
+					 n - a->n0,
+					 vf_glu(a->glu, n, g[b][m][s],
+						u[b][m][s]));
+			}
 }
 
 void VNAME(kern_gate_up_fp8)(const struct kern_gate_up_args *a)
 {
-	unsigned int nb, i0, mr;
+	unsigned int nb, nbn, i0, mr;
 
-	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++)
+	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb += nbn) {
+		nbn = a->n1 / NROW - nb < GU_NB ? a->n1 / NROW - nb : GU_NB;
 		for (i0 = 0; i0 < a->m; i0 += mr) {
 			mr = a->m - i0 < MR ? a->m - i0 : MR;
-			KERN_DISPATCH_M(gu_block, mr, a, nb, i0);
+			KERN_DISPATCH_M(gu_blocks, mr, a, nb, nbn, i0);
 		}
+	}
 }
 
 /* ---- down: chunks outer, output blocks inner, sums in scratch ----------- */
@@ -273,13 +377,13 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 	memset(part, 0, sizeof(float) * MR * nsub);
 	for (c = c0; c < c1; c++) {
 		const uint8_t *x[MR];
-		float xf[MR][XB] __attribute__((aligned(64)));
+		xrow_t xf[MR] __attribute__((aligned(64)));
 
 #pragma GCC unroll 16
 		for (m = 0; m < M; m++)
 			x[m] = a->act + (i0 + m) * a->act_stride +
 			       (c - c0) * crow;
-		vf_widen_bf16_rows(&xf[0][0], x, M, XB);
+		widen_x(xf, x, M);
 		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
 			const uint8_t *tw = down_block_at(a, c, nb);
 			const float *sp = a->down->scales + kern_fp8_scale_idx(
