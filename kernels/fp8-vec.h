@@ -329,9 +329,171 @@ AI void gu_blocks(const struct kern_gate_up_args *a, unsigned int nb0,
 			}
 }
 
+/* ---- gate + up, many tokens at 256 bits: each block widened once ------- */
+
+#if VEC_BITS == 512
+#define FP8_PANEL	0
+#else
+/*
+ * With F16C at 256 bits the widening took pipe time the FMAs needed: a
+ * pass of six tokens, twelve FMAs a step, ran at about half the FMA peak
+ * (Zen 3). For many tokens each block is widened once per PANEL_M of
+ * them, to f32 in L1 (cblk), and passes of up to MP tokens read it: four
+ * loads and two broadcasts per token a step, where the FMAs are 4 * MP.
+ */
+#define FP8_PANEL	1
+#define PANEL_M		60
+#define MP		5
+/*
+ * Tokens from which a call takes the panel path: below, widening a block
+ * per pass costs less than its f32 copy, four times its bytes, stored
+ * and read back (Zen 3, one expert in L3, gate + up per token: 112 us
+ * direct at T = 12 to 30; panels 144 at 12, 116 at 20, 92 at 30, 88 at
+ * 60; down, whose passes hold fewer rows, gains from 10).
+ */
+#define PANEL_MIN_GU	24
+#define PANEL_MIN_DOWN	10
+
+/* a block widened: k pair h, row slice s, even and odd k */
+typedef vf cblk_t[BT * NHALF][NS][2];
+
+/* block @w widened into @cb, prefetching as many bytes from @pf on */
+AI void cvt_block(const uint8_t *w, const uint8_t *pf, cblk_t cb)
+{
+	int h, s;
+
+	for (h = 0; h < BT * NHALF; h++) {
+		if (!(h & 1))
+			_mm_prefetch((const char *)pf + h * HALF, _MM_HINT_T0);
+#pragma GCC unroll 2
+		for (s = 0; s < NS; s++)
+			fp8_step(w + h * HALF, s, cb[h][s]);
+	}
+}
+
+/* mk_fp8() on a widened block, both slices a pass, for M <= MP tokens
+ * whose activations (f32) are xf[m] */
+AI void mk_cblk(cblk_t cb, float xf[][XB], const int M, vf o[][NS])
+{
+	const int CH = VF_CHAINS(M, NS, ACC - 2);
+	vf acc[MR][NS][2];
+	int m, h, j, c;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+		for (j = 0; j < NS; j++)
+#pragma GCC unroll 2
+			for (c = 0; c < CH; c++)
+				acc[m][j][c] = vf_zero();
+	for (h = 0; h < BT * NHALF; h++) {
+		vf wv[NS][2];
+
+#pragma GCC unroll 2
+		for (j = 0; j < NS; j++)
+			wv[j][0] = cb[h][j][0], wv[j][1] = cb[h][j][1];
+#pragma GCC unroll 16
+		for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+			for (c = 0; c < 2; c++) {
+				vf xv = vf_bcast(&xf[m][2 * h + c]);
+
+#pragma GCC unroll 2
+				for (j = 0; j < NS; j++)
+					acc[m][j][c % CH] = vf_fmadd(xv,
+						wv[j][c], acc[m][j][c % CH]);
+			}
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+		for (j = 0; j < NS; j++)
+			o[m][j] = vf_sum_chains(acc[m][j], CH);
+}
+
+/* Block column @kb of row block @nb, tokens @i0 .. @i0 + M - 1, into
+ * their sums g[m], u[m]. */
+AI void gu_pass(const struct kern_gate_up_args *a, unsigned int nb,
+		unsigned int kb, unsigned int i0, cblk_t cbg, cblk_t cbu,
+		vf g[][NS], vf u[][NS], const int M)
+{
+	const float *sg = a->gate->scales + kern_fp8_scale_idx(a->group, a->K,
+							       nb * NROW, 0);
+	const float *su = a->up->scales + (sg - a->gate->scales);
+	const bool chan = a->group == KERN_FP8_CHANNEL;
+	const uint8_t *x[MR];
+	float xf[MR][XB] __attribute__((aligned(64)));
+	vf d[MR][NS];
+	int m, s;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		x[m] = a->act + a->act_rows[i0 + m] * a->act_stride +
+		       (size_t)kb * KERN_FP8_BLOCK * 2;
+	vf_widen_bf16_rows(&xf[0][0], x, M, XB);
+	mk_cblk(cbg, xf, M, d);
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+		for (s = 0; s < NS; s++)
+			g[m][s] = vf_fmadd(d[m][s], scale8(sg, chan, kb, s),
+					   g[m][s]);
+	mk_cblk(cbu, xf, M, d);
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+		for (s = 0; s < NS; s++)
+			u[m][s] = vf_fmadd(d[m][s], scale8(su, chan, kb, s),
+					   u[m][s]);
+}
+
+/* Row block @nb for tokens @i0 .. @i0 + @mt - 1 (mt <= PANEL_M). */
+static void gu_panel(const struct kern_gate_up_args *a, unsigned int nb,
+		     unsigned int i0, unsigned int mt)
+{
+	cblk_t cbg __attribute__((aligned(64))), cbu
+		__attribute__((aligned(64)));
+	vf g[PANEL_M][NS], u[PANEL_M][NS];
+	unsigned int kb, t, mp;
+	int s;
+
+	for (t = 0; t < mt; t++)
+		for (s = 0; s < NS; s++)
+			g[t][s] = u[t][s] = vf_zero();
+	for (kb = 0; kb < a->K / KERN_FP8_BLOCK; kb++) {
+		const uint8_t *tg = gu_at(a->gate, a->K, nb, kb);
+		const uint8_t *tu = gu_at(a->up, a->K, nb, kb);
+
+		cvt_block(tg, tg + PF_DIST, cbg);
+		cvt_block(tu, tu + PF_DIST, cbu);
+		for (t = 0; t < mt; t += mp) {
+			mp = mt - t < MP ? mt - t : MP;
+			KERN_DISPATCH_M(gu_pass, mp, a, nb, kb, i0 + t, cbg,
+					cbu, g + t, u + t);
+		}
+	}
+	for (t = 0; t < mt; t++)
+		for (s = 0; s < NS; s++) {
+			unsigned int n = nb * NROW + VF_LANES * s;
+
+			vf_store(a->out + (i0 + t) * a->out_stride + n - a->n0,
+				 vf_glu(a->glu, n, g[t][s], u[t][s]));
+		}
+}
+#endif
+
 void VNAME(kern_gate_up_fp8)(const struct kern_gate_up_args *a)
 {
 	unsigned int nb, nbn, i0, mr;
+#if FP8_PANEL
+	if (a->m >= PANEL_MIN_GU) {
+		for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb++)
+			for (i0 = 0; i0 < a->m; i0 += PANEL_M)
+				gu_panel(a, nb, i0, a->m - i0 < PANEL_M ?
+					 a->m - i0 : PANEL_M);
+		return;
+	}
+#endif
 
 	for (nb = a->n0 / NROW; nb < a->n1 / NROW; nb += nbn) {
 		nbn = a->n1 / NROW - nb < GU_NB ? a->n1 / NROW - nb : GU_NB;
@@ -408,10 +570,87 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 	down_add_y(a, KT_QUANT_FP8, i0, ns0, ns1, part, M);
 }
 
+#if FP8_PANEL
+/* rows of a down panel's sums: L2 holds them, their weights and the
+ * activations widened */
+#define PANEL_NSUB	256
+
+/* Chunk @c's widened block @cb into the sums @pp (rows of @nsub) of M
+ * tokens whose activations are xf[m]. */
+AI void down_pass(cblk_t cb, float xf[][XB], const float *sp, bool chan,
+		  float *pp, unsigned int nsub, const int M)
+{
+	vf r[MR][NS];
+	int m, s;
+
+	mk_cblk(cb, xf, M, r);
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+		for (s = 0; s < NS; s++) {
+			float *q = pp + m * nsub + VF_LANES * s;
+
+			vf_store(q, vf_fmadd(r[m][s], scale8(sp, chan, 0, s),
+					     vf_load(q)));
+		}
+}
+
+/*
+ * Rows @ns0 .. @ns1 - 1 (at most PANEL_NSUB) for tokens @i0 .. @i0 + @mt
+ * - 1 (mt <= PANEL_M): chunks outer, blocks inner, each block widened
+ * once for all the tokens. Scratch: their sums, then their activations.
+ */
+static void down_panel(const struct kern_down_args *a, unsigned int i0,
+		       unsigned int mt, unsigned int ns0, unsigned int ns1)
+{
+	const unsigned int c0 = a->k0 / a->kc, c1 = a->k1 / a->kc;
+	const unsigned int nsub = ns1 - ns0;
+	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
+	const bool chan = a->group == KERN_FP8_CHANNEL;
+	float *part = a->scratch;
+	float (*xf)[XB] = (float (*)[XB])(part + PANEL_M * PANEL_NSUB);
+	cblk_t cb __attribute__((aligned(64)));
+	unsigned int c, nb, t, mp;
+
+	memset(part, 0, sizeof(float) * mt * nsub);
+	for (c = c0; c < c1; c++) {
+		for (t = 0; t < mt; t++)
+			vf_widen_bf16(xf[t], a->act + (i0 + t) * a->act_stride +
+				      (c - c0) * crow, XB);
+		for (nb = ns0 / NROW; nb < ns1 / NROW; nb++) {
+			const uint8_t *tw = down_block_at(a, c, nb);
+			const float *sp = a->down->scales + kern_fp8_scale_idx(
+				a->group, a->K, nb * NROW, c * a->kc);
+
+			cvt_block(tw, down_pf(a, tw, c), cb);
+			for (t = 0; t < mt; t += mp) {
+				mp = mt - t < MP ? mt - t : MP;
+				KERN_DISPATCH_M(down_pass, mp, cb, xf + t, sp,
+						chan, part + t * nsub +
+						nb * NROW - ns0, nsub);
+			}
+		}
+	}
+	down_add_y(a, KT_QUANT_FP8, i0, ns0, ns1, part, mt);
+}
+#endif
+
 void VNAME(kern_down_fp8)(const struct kern_down_args *a)
 {
 	float *part = a->scratch;
 	unsigned int i0, mr, ns0, ns1;
+#if FP8_PANEL
+	if (a->m >= PANEL_MIN_DOWN) {
+		for (ns0 = a->n0; ns0 < a->n1; ns0 = ns1) {
+			ns1 = a->n1 - ns0 < PANEL_NSUB ? a->n1 :
+							 ns0 + PANEL_NSUB;
+			for (i0 = 0; i0 < a->m; i0 += PANEL_M)
+				down_panel(a, i0, a->m - i0 < PANEL_M ?
+					   a->m - i0 : PANEL_M, ns0, ns1);
+		}
+		return;
+	}
+#endif
 
 	for (ns0 = a->n0; ns0 < a->n1; ns0 = ns1) {
 		ns1 = a->n1 - ns0 < DOWN_NSUB ? a->n1 : ns0 + DOWN_NSUB;
@@ -425,5 +664,15 @@ void VNAME(kern_down_fp8)(const struct kern_down_args *a)
 size_t VNAME(kern_scratch_bytes_fp8)(const struct kern_geom *g,
 				     unsigned int max_m)
 {
-	return sizeof(float) * MR * DOWN_NSUB;
+	size_t b = sizeof(float) * MR * DOWN_NSUB;
+
+#if FP8_PANEL
+	if (max_m >= PANEL_MIN_DOWN) {
+		size_t p = sizeof(float) * PANEL_M * (PANEL_NSUB + XB);
+
+		b = p > b ? p : b;
+	}
+#endif
+	(void)g;
+	return b;
 }

@@ -226,8 +226,9 @@ static void check_isa(struct kt_test_meta *_metadata, enum kt_isa isa)
 					    KT_QUANT_Q5_K, KT_QUANT_Q6_K,
 					    KT_QUANT_MXFP4 };
 	/* remainders 1 to 5 after blocks of 4, 6 and 8 tokens; the GGUF
-	 * bodies' even blocks (rows-vec.h) of every size 1 to 6 */
-	static const unsigned int ms[] = { 1, 2, 3, 11, 14, 16, 37,
+	 * bodies' even blocks (rows-vec.h) of every size 1 to 6; 13: the FP8
+	 * panels' passes of 5, 5 and 3 */
+	static const unsigned int ms[] = { 1, 2, 3, 11, 13, 14, 16, 37,
 					   KERN_MAX_M };
 	const struct kern_ops *ops = kern_ops_get(isa);
 	const struct kern_ops *scalar = kern_ops_get(KT_ISA_SCALAR);
