@@ -7,9 +7,11 @@
  * 128-column scale block's sums are scaled in f32. Gate + up runs scale
  * blocks outer over GU_NB row blocks, down (like moe-vec.h) column chunks
  * outer over up to DOWN_NSUB rows, so that each activation is widened
- * once for many rows. Built at 256 bits by
- * moe-fp8-avx2.c (AVX2, AVX-VNNI) and at 512 by moe-fp8-avx512bw.c
- * (AVX-512 without BF16: Skylake-SP, Cascade Lake, Ice Lake).
+ * once for many rows. At 256 bits, for many tokens, each block is
+ * widened once into an f32 copy that passes of tokens read (the panels).
+ * Built at 256 bits by moe-fp8-avx2.c (AVX2, AVX-VNNI) and at 512 by
+ * moe-fp8-avx512bw.c (AVX-512 without BF16: Skylake-SP, Cascade Lake,
+ * Ice Lake).
  */
 #include <immintrin.h>
 #include <stdbool.h>
