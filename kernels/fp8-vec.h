@@ -229,6 +229,37 @@ AI vf scale8(const float *sp, bool chan, unsigned int kb, int s)
 		      vf_set1(sp[kb] * 256.0f);
 }
 
+/* acc[m] += d[m] times the scales of block column @kb, for M tokens */
+AI void add_scaled(vf acc[][NS], vf d[][NS], const float *sp, bool chan,
+		   unsigned int kb, const int M)
+{
+	int m, s;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+		for (s = 0; s < NS; s++)
+			acc[m][s] = vf_fmadd(d[m][s], scale8(sp, chan, kb, s),
+					     acc[m][s]);
+}
+
+/* The same into M tokens' rows of sums in memory, @nsub floats apart. */
+AI void add_scaled_rows(float *pp, unsigned int nsub, vf r[][NS],
+			const float *sp, bool chan, const int M)
+{
+	int m, s;
+
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+#pragma GCC unroll 2
+		for (s = 0; s < NS; s++) {
+			float *q = pp + m * nsub + VF_LANES * s;
+
+			vf_store(q, vf_fmadd(r[m][s], scale8(sp, chan, 0, s),
+					     vf_load(q)));
+		}
+}
+
 /* ---- gate + up ----------------------------------------------------------- */
 
 /*
@@ -262,15 +293,9 @@ AI void gu_mat(const struct kern_gate_up_args *a, const struct kern_mat *w,
 							 nb * NROW, 0);
 	const bool chan = a->group == KERN_FP8_CHANNEL;
 	vf d[MR][NS];
-	int m, s;
 
 	mk_fp8(gu_at(w, a->K, nb, kb), pf, xf, M, d);
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-#pragma GCC unroll 2
-		for (s = 0; s < NS; s++)
-			acc[m][s] = vf_fmadd(d[m][s], scale8(sp, chan, kb, s),
-					     acc[m][s]);
+	add_scaled(acc, d, sp, chan, kb, M);
 }
 
 /* Row blocks @nb0 .. @nb0 + @nbn - 1 (nbn <= GU_NB) for tokens @i0 ..
@@ -426,7 +451,7 @@ AI void gu_pass(const struct kern_gate_up_args *a, unsigned int nb,
 	const uint8_t *x[MR];
 	float xf[MR][XB] __attribute__((aligned(64)));
 	vf d[MR][NS];
-	int m, s;
+	int m;
 
 #pragma GCC unroll 16
 	for (m = 0; m < M; m++)
@@ -434,19 +459,9 @@ AI void gu_pass(const struct kern_gate_up_args *a, unsigned int nb,
 		       (size_t)kb * KERN_FP8_BLOCK * 2;
 	vf_widen_bf16_rows(&xf[0][0], x, M, XB);
 	mk_cblk(cbg, xf, M, d);
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-#pragma GCC unroll 2
-		for (s = 0; s < NS; s++)
-			g[m][s] = vf_fmadd(d[m][s], scale8(sg, chan, kb, s),
-					   g[m][s]);
+	add_scaled(g, d, sg, chan, kb, M);
 	mk_cblk(cbu, xf, M, d);
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-#pragma GCC unroll 2
-		for (s = 0; s < NS; s++)
-			u[m][s] = vf_fmadd(d[m][s], scale8(su, chan, kb, s),
-					   u[m][s]);
+	add_scaled(u, d, su, chan, kb, M);
 }
 
 /* Row block @nb for tokens @i0 .. @i0 + @mt - 1 (mt <= PANEL_M). */
@@ -536,7 +551,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 	const size_t crow = ((size_t)a->kc * 2 + 63) & ~(size_t)63;
 	const bool chan = a->group == KERN_FP8_CHANNEL;
 	unsigned int c, nb;
-	int m, s;
+	int m;
 
 	memset(part, 0, sizeof(float) * MR * nsub);
 	for (c = c0; c < c1; c++) {
@@ -552,21 +567,11 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 			const uint8_t *tw = down_block_at(a, c, nb);
 			const float *sp = a->down->scales + kern_fp8_scale_idx(
 				a->group, a->K, nb * NROW, c * a->kc);
-			float *pp = part + (nb * NROW - ns0);
 			vf r[MR][NS];
 
 			mk_fp8(tw, down_pf(a, tw, c), xf, M, r);
-#pragma GCC unroll 16
-			for (m = 0; m < M; m++)
-#pragma GCC unroll 2
-				for (s = 0; s < NS; s++) {
-					float *q = pp + m * nsub +
-						   VF_LANES * s;
-
-					vf_store(q, vf_fmadd(r[m][s],
-						scale8(sp, chan, 0, s),
-						vf_load(q)));
-				}
+			add_scaled_rows(part + (nb * NROW - ns0), nsub, r, sp,
+					chan, M);
 		}
 	}
 	down_add_y(a, KT_QUANT_FP8, i0, ns0, ns1, part, M);
@@ -583,18 +588,9 @@ AI void down_pass(cblk_t cb, float xf[][XB], const float *sp, bool chan,
 		  float *pp, unsigned int nsub, const int M)
 {
 	vf r[MR][NS];
-	int m, s;
 
 	mk_cblk(cb, xf, M, r);
-#pragma GCC unroll 16
-	for (m = 0; m < M; m++)
-#pragma GCC unroll 2
-		for (s = 0; s < NS; s++) {
-			float *q = pp + m * nsub + VF_LANES * s;
-
-			vf_store(q, vf_fmadd(r[m][s], scale8(sp, chan, 0, s),
-					     vf_load(q)));
-		}
+	add_scaled_rows(pp, nsub, r, sp, chan, M);
 }
 
 /*
