@@ -63,6 +63,142 @@
 #define XB		KERN_FP8_BLOCK
 
 /*
+ * Widening through f16, exactly: an E4M3 byte's 7 low bits, 7 places up,
+ * are an f16 of the same mantissa and an exponent 8 lower (bias 15
+ * against 7), subnormals included; the sign goes to bit 15, and F16C
+ * widens it, each weight 2^-8 of its E4M3 value (CB_UNIT). The NaN
+ * encodings read as +-480, as on AVX-512. The mask: sign-extended and 7
+ * places up, the sign lands in bit 15 and again in bit 14, which it
+ * clears; the magnitude in bits 7-13.
+ *
+ * A half line's 16-bit word r is row r's even byte, then its odd: the odd
+ * byte is the word shifted right once (arithmetic), the even one first
+ * shifted up 8. Shifts and masks only: the shuffles that gathered the
+ * bytes (vpshufb, vpermq, vpmovsxbw) shared port 5 with the widening
+ * (AVX-512, one line, in L1: 13 -> 10.5 cycles; Zen 3, AVX2, one expert
+ * in L3, T = 1: 445 -> 265 us).
+ *
+ * fp8_step() is one step of mk_pass(): KS columns k = 2h .. from @p, the
+ * line or half line of k pair h, row slice @s, in w[0 .. KS - 1], each
+ * its E4M3 value times X_UNIT / W_UNIT, exactly; widen_x() puts X_UNIT
+ * on the activations, the scales W_UNIT on the sums. unparity() puts
+ * the slices' rows in order.
+ */
+#define CB_UNIT		256.0f
+#if VEC_BITS == 512
+/* the whole line (one row slice of 16): both half lines */
+#define KS		4
+#define W_UNIT		CB_UNIT
+#define X_UNIT		1.0f
+AI void fp8_step(const uint8_t *p, int s, vf w[KS])
+{
+	const __m512i mask = _mm512_set1_epi16((short)0xbf80);
+	__m512i b = _mm512_loadu_si512((const void *)p);
+	__m512i ev = _mm512_and_si512(_mm512_srai_epi16(
+		_mm512_slli_epi16(b, 8), 1), mask);
+	__m512i od = _mm512_and_si512(_mm512_srai_epi16(b, 1), mask);
+
+	(void)s;
+	w[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(ev));
+	w[1] = _mm512_cvtph_ps(_mm512_castsi512_si256(od));
+	w[2] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(ev, 1));
+	w[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(od, 1));
+}
+
+AI void unparity(vf o[NS])
+{
+	(void)o;
+}
+
+AI unsigned int fp8_no_daz(void)
+{
+	return 0;
+}
+
+AI void fp8_restore_csr(unsigned int csr)
+{
+	(void)csr;
+}
+#else
+/*
+ * Rows 8 * @s .. 8 * @s + 7 of a half line through f16, in xmm
+ * registers: the panels' widening (cvt_block()), once for many tokens.
+ */
+AI void fp8_step_f16(const uint8_t *p, int s, vf w[2])
+{
+	const __m128i mask = _mm_set1_epi16((short)0xbf80);
+	__m128i b = _mm_loadu_si128((const void *)(p + 16 * s));
+
+	w[0] = _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(
+		_mm_slli_epi16(b, 8), 1), mask));
+	w[1] = _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(b, 1), mask));
+}
+
+/*
+ * A pass widens each weight for a few tokens only, and there F16C's
+ * vcvtph2ps (one every two cycles on Zen 3) was the bound. So mk_pass()
+ * takes each byte to f32 bits with 32-bit shifts and a mask: the sign to
+ * bit 31, the 7 low bits to bits 20-26, where they read as an f32 of the
+ * same mantissa and an exponent 120 lower (bias 127 against 7; E4M3
+ * subnormals become f32 subnormals, exactly, which fp8_no_daz() keeps
+ * from reading as zero). A product with an activation below 2^-6 would
+ * leave the f32 normals, so the activations are scaled up 2^64 (X_UNIT:
+ * finite below 2^64) and the scales carry the 2^56 left over (W_UNIT):
+ * each product is the f16 route's times a power of two, so every sum is
+ * the same bits. A half line's dword i is rows 2i and 2i + 1, each its
+ * even-k then its odd-k byte: slice @s is the rows of parity s. Zen 3,
+ * one expert in L3, T = 1: gate + up 287 -> 213 us, down 177 -> 102 us.
+ */
+#define KS		2
+#define W_UNIT		0x1p56f
+#define X_UNIT		0x1p64f
+AI vf fp8_bits(__m256i b, int up)
+{
+	const __m256i mask = _mm256_set1_epi32((int)0x87f00000u);
+
+	if (up)
+		b = _mm256_slli_epi32(b, up);
+	return _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(b, 4),
+						    mask));
+}
+
+AI void fp8_step(const uint8_t *p, int s, vf w[KS])
+{
+	__m256i b = _mm256_loadu_si256((const void *)p);
+
+	w[0] = fp8_bits(b, 24 - 16 * s);
+	w[1] = fp8_bits(b, 16 - 16 * s);
+}
+
+/* Slices of even and odd rows back into rows 0-7 and 8-15. */
+AI void unparity(vf o[NS])
+{
+	vf lo = _mm256_unpacklo_ps(o[0], o[1]);
+	vf hi = _mm256_unpackhi_ps(o[0], o[1]);
+
+	o[0] = _mm256_permute2f128_ps(lo, hi, 0x20);
+	o[1] = _mm256_permute2f128_ps(lo, hi, 0x31);
+}
+
+/* MXCSR.DAZ (bit 6) off until fp8_restore_csr(), where the caller set
+ * it. */
+AI unsigned int fp8_no_daz(void)
+{
+	unsigned int csr = _mm_getcsr();
+
+	if (csr & 0x40)
+		_mm_setcsr(csr & ~0x40u);
+	return csr;
+}
+
+AI void fp8_restore_csr(unsigned int csr)
+{
+	if (csr & 0x40)
+		_mm_setcsr(csr);
+}
+#endif
+
+/*
  * Each activation as the FMAs take it. At 512 bits a float, which the FMA
  * broadcasts from memory itself ({1to16}). At 256 bits a whole vector,
  * stored broadcast once (widen_x()), which each FMA takes as a memory
@@ -100,63 +236,9 @@ AI void widen_x(xrow_t *xf, const uint8_t *const *x, const int M)
 		vf_widen_bf16(t, x[m], XB);
 #pragma GCC unroll 8
 		for (k = 0; k < XB; k++)
-			vf_store(xf[m] + k * XL, vf_set1(t[k]));
+			vf_store(xf[m] + k * XL, vf_set1(t[k] * X_UNIT));
 	}
 }
-
-/*
- * One step of mk_pass(): KS columns k = 2h .. from @p, the line or half
- * line of k pair h (each row's even-k and odd-k byte), rows VF_LANES * @s
- * .., in w[0 .. KS - 1], each 2^-8 of its E4M3 value, exactly. An E4M3
- * byte's 7 low bits, 7 places up, are an f16 of the same mantissa and an
- * exponent 8 lower (bias 15 against 7), subnormals included; the sign
- * goes to bit 15, and F16C widens it. The scales put the 2^8 back
- * (scale8()). The NaN encodings read as +-480, as on AVX-512. The mask:
- * sign-extended and 7 places up, the sign lands in bit 15 and again in
- * bit 14, which it clears; the magnitude in bits 7-13.
- *
- * A half line's 16-bit word r is row r's even byte, then its odd: the odd
- * byte is the word shifted right once (arithmetic), the even one first
- * shifted up 8. Shifts and masks only: the shuffles that gathered the
- * bytes (vpshufb, vpermq, vpmovsxbw) shared port 5 with the widening
- * (AVX-512, one line, in L1: 13 -> 10.5 cycles; Zen 3, AVX2, one expert
- * in L3, T = 1: 445 -> 265 us).
- */
-#if VEC_BITS == 512
-/* the whole line (one row slice of 16): both half lines */
-#define KS		4
-AI void fp8_step(const uint8_t *p, int s, vf w[KS])
-{
-	const __m512i mask = _mm512_set1_epi16((short)0xbf80);
-	__m512i b = _mm512_loadu_si512((const void *)p);
-	__m512i ev = _mm512_and_si512(_mm512_srai_epi16(
-		_mm512_slli_epi16(b, 8), 1), mask);
-	__m512i od = _mm512_and_si512(_mm512_srai_epi16(b, 1), mask);
-
-	(void)s;
-	w[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(ev));
-	w[1] = _mm512_cvtph_ps(_mm512_castsi512_si256(od));
-	w[2] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(ev, 1));
-	w[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(od, 1));
-}
-#else
-/*
- * Rows 8 * @s .. 8 * @s + 7 of a half line, in xmm registers: the slices
- * widen apart, so that one pass may hold both slices' weights of a step
- * and each activation feeds both (Zen 3, one expert in L3, T = 4, gate +
- * up: 556 -> 483 us, when a pass took whole lines).
- */
-#define KS		2
-AI void fp8_step(const uint8_t *p, int s, vf w[KS])
-{
-	const __m128i mask = _mm_set1_epi16((short)0xbf80);
-	__m128i b = _mm_loadu_si128((const void *)(p + 16 * s));
-
-	w[0] = _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(
-		_mm_slli_epi16(b, 8), 1), mask));
-	w[1] = _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(b, 1), mask));
-}
-#endif
 
 /* Row slices @s0 .. @s0 + @SS - 1 of mk_fp8(), in one pass, each sum over
  * VF_CHAINS() accumulators (k mod 4 or its parity). */
@@ -212,26 +294,32 @@ AI void mk_fp8(const uint8_t *w, const uint8_t *pf, xrow_t *xf,
 {
 	int s;
 
+	int m;
+
 	if (SLICES(M) == NS) {
 		mk_pass(w, pf, xf, M, 0, NS, o);
-		return;
-	}
+	} else {
 #pragma GCC unroll 1
-	for (s = 0; s < NS; s++)
-		mk_pass(w, pf, xf, M, s, 1, o);
+		for (s = 0; s < NS; s++)
+			mk_pass(w, pf, xf, M, s, 1, o);
+	}
+#pragma GCC unroll 16
+	for (m = 0; m < M; m++)
+		unparity(o[m]);
 }
 
 /* The scales of rows VF_LANES * s .. (the row's own, or the block's)
- * times the 2^8 that fp8_step() leaves out: exact, a power of two. */
-AI vf scale8(const float *sp, bool chan, unsigned int kb, int s)
+ * times the @unit that the sums leave out: exact, a power of two. */
+AI vf scale_u(const float *sp, bool chan, unsigned int kb, int s,
+	      float unit)
 {
-	return chan ? vf_mul(vf_load(sp + VF_LANES * s), vf_set1(256.0f)) :
-		      vf_set1(sp[kb] * 256.0f);
+	return chan ? vf_mul(vf_load(sp + VF_LANES * s), vf_set1(unit)) :
+		      vf_set1(sp[kb] * unit);
 }
 
 /* acc[m] += d[m] times the scales of block column @kb, for M tokens */
 AI void add_scaled(vf acc[][NS], vf d[][NS], const float *sp, bool chan,
-		   unsigned int kb, const int M)
+		   unsigned int kb, float unit, const int M)
 {
 	int m, s;
 
@@ -239,13 +327,14 @@ AI void add_scaled(vf acc[][NS], vf d[][NS], const float *sp, bool chan,
 	for (m = 0; m < M; m++)
 #pragma GCC unroll 2
 		for (s = 0; s < NS; s++)
-			acc[m][s] = vf_fmadd(d[m][s], scale8(sp, chan, kb, s),
+			acc[m][s] = vf_fmadd(d[m][s],
+					     scale_u(sp, chan, kb, s, unit),
 					     acc[m][s]);
 }
 
 /* The same into M tokens' rows of sums in memory, @nsub floats apart. */
 AI void add_scaled_rows(float *pp, unsigned int nsub, vf r[][NS],
-			const float *sp, bool chan, const int M)
+			const float *sp, bool chan, float unit, const int M)
 {
 	int m, s;
 
@@ -255,7 +344,8 @@ AI void add_scaled_rows(float *pp, unsigned int nsub, vf r[][NS],
 		for (s = 0; s < NS; s++) {
 			float *q = pp + m * nsub + VF_LANES * s;
 
-			vf_store(q, vf_fmadd(r[m][s], scale8(sp, chan, 0, s),
+			vf_store(q, vf_fmadd(r[m][s],
+					     scale_u(sp, chan, 0, s, unit),
 					     vf_load(q)));
 		}
 }
@@ -295,7 +385,7 @@ AI void gu_mat(const struct kern_gate_up_args *a, const struct kern_mat *w,
 	vf d[MR][NS];
 
 	mk_fp8(gu_at(w, a->K, nb, kb), pf, xf, M, d);
-	add_scaled(acc, d, sp, chan, kb, M);
+	add_scaled(acc, d, sp, chan, kb, W_UNIT, M);
 }
 
 /* Row blocks @nb0 .. @nb0 + @nbn - 1 (nbn <= GU_NB) for tokens @i0 ..
@@ -394,7 +484,7 @@ AI void cvt_block(const uint8_t *w, const uint8_t *pf, cblk_t cb)
 			_mm_prefetch((const char *)pf + h * HALF, _MM_HINT_T0);
 #pragma GCC unroll 2
 		for (s = 0; s < NS; s++)
-			fp8_step(w + h * HALF, s, cb[h][s]);
+			fp8_step_f16(w + h * HALF, s, cb[h][s]);
 	}
 }
 
@@ -459,9 +549,9 @@ AI void gu_pass(const struct kern_gate_up_args *a, unsigned int nb,
 		       (size_t)kb * KERN_FP8_BLOCK * 2;
 	vf_widen_bf16_rows(&xf[0][0], x, M, XB);
 	mk_cblk(cbg, xf, M, d);
-	add_scaled(g, d, sg, chan, kb, M);
+	add_scaled(g, d, sg, chan, kb, CB_UNIT, M);
 	mk_cblk(cbu, xf, M, d);
-	add_scaled(u, d, su, chan, kb, M);
+	add_scaled(u, d, su, chan, kb, CB_UNIT, M);
 }
 
 /* Row block @nb for tokens @i0 .. @i0 + @mt - 1 (mt <= PANEL_M). */
@@ -499,7 +589,7 @@ static void gu_panel(const struct kern_gate_up_args *a, unsigned int nb,
 }
 #endif
 
-void VNAME(kern_gate_up_fp8)(const struct kern_gate_up_args *a)
+static void gate_up(const struct kern_gate_up_args *a)
 {
 	unsigned int nb, nbn, i0, mr;
 #if FP8_PANEL
@@ -519,6 +609,14 @@ void VNAME(kern_gate_up_fp8)(const struct kern_gate_up_args *a)
 			KERN_DISPATCH_M(gu_blocks, mr, a, nb, nbn, i0);
 		}
 	}
+}
+
+void VNAME(kern_gate_up_fp8)(const struct kern_gate_up_args *a)
+{
+	unsigned int csr = fp8_no_daz();
+
+	gate_up(a);
+	fp8_restore_csr(csr);
 }
 
 /* ---- down: chunks outer, output blocks inner, sums in scratch ----------- */
@@ -571,7 +669,7 @@ AI void down_block(const struct kern_down_args *a, unsigned int i0,
 
 			mk_fp8(tw, down_pf(a, tw, c), xf, M, r);
 			add_scaled_rows(part + (nb * NROW - ns0), nsub, r, sp,
-					chan, M);
+					chan, W_UNIT, M);
 		}
 	}
 	down_add_y(a, KT_QUANT_FP8, i0, ns0, ns1, part, M);
@@ -590,7 +688,7 @@ AI void down_pass(cblk_t cb, float xf[][XB], const float *sp, bool chan,
 	vf r[MR][NS];
 
 	mk_cblk(cb, xf, M, r);
-	add_scaled_rows(pp, nsub, r, sp, chan, M);
+	add_scaled_rows(pp, nsub, r, sp, chan, CB_UNIT, M);
 }
 
 /*
@@ -633,7 +731,7 @@ static void down_panel(const struct kern_down_args *a, unsigned int i0,
 }
 #endif
 
-void VNAME(kern_down_fp8)(const struct kern_down_args *a)
+static void down(const struct kern_down_args *a)
 {
 	float *part = a->scratch;
 	unsigned int i0, mr, ns0, ns1;
@@ -657,6 +755,14 @@ void VNAME(kern_down_fp8)(const struct kern_down_args *a)
 			KERN_DISPATCH_M(down_block, mr, a, i0, ns0, ns1, part);
 		}
 	}
+}
+
+void VNAME(kern_down_fp8)(const struct kern_down_args *a)
+{
+	unsigned int csr = fp8_no_daz();
+
+	down(a);
+	fp8_restore_csr(csr);
 }
 
 size_t VNAME(kern_scratch_bytes_fp8)(const struct kern_geom *g,

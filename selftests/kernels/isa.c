@@ -7,6 +7,7 @@
  * threshold, and sub-ranges of rows, columns and K chunks.
  */
 #include <errno.h>
+#include <xmmintrin.h>
 
 #include "kt_test.h"
 #include "isa-variants.h"
@@ -613,9 +614,13 @@ TEST_F(isa, gguf_act_prepare_same_bytes_as_scalar)
  * n, column k, so that each column has all 256; token i's activation is
  * one-hot at column i, so y's row of token i is column i exactly (one
  * product of 1.0). m = 8 takes the register path, m = 128 the widened one
- * (AMX: its tiles). The NaN codes read as +-480 (fp8-zmm.h, and the f16
- * route of fp8-vec.h at 256 and 512 bits).
+ * (AMX: its tiles). The NaN codes read as +-480 (fp8-zmm.h, fp8-vec.h).
+ * Each call runs once more with DAZ and FTZ set, as a caller may have
+ * them: the subnormal codes still read exactly, and the caller's MXCSR
+ * is as it was.
  */
+#define DAZ_FTZ		0x8040u	/* MXCSR's flush-to-zero and denormals-are-zero */
+
 TEST(fp8_every_code_exact)
 {
 	static const enum kt_isa isas[] = { KT_ISA_AVX2, KT_ISA_AVX512BW,
@@ -648,12 +653,14 @@ TEST(fp8_every_code_exact)
 	for (v = 0; v < sizeof(isas) / sizeof(isas[0]); v++) {
 		const struct kern_ops *ops = kern_ops_get(isas[v]);
 		const struct kern_quant_ops *qo;
-		unsigned int m, i0;
+		unsigned int pass, i0;
 
 		if (!ops || !core_isa_runs(isas[v], core_cpu_flags()))
 			continue;
 		qo = kern_quant_ops_get(ops, KT_QUANT_FP8);
-		for (m = 8; m <= I; m += I - 8) {
+		for (pass = 0; pass < 4; pass++) {
+			const unsigned int m = pass & 1 ? I : 8;
+			const bool daz = pass >= 2;
 			size_t rb = qo->act_row_bytes(I, l.group);
 			uint8_t *act = aligned_alloc(64, rb * I);
 			void *scratch = scratch_for(qo, &l, m);
@@ -672,10 +679,18 @@ TEST(fp8_every_code_exact)
 					.scratch = scratch,
 				};
 
+				unsigned int csr = _mm_getcsr();
+
+				if (daz)
+					_mm_setcsr(csr | DAZ_FTZ);
 				if (qo->down_many && m >= qo->many_min_m)
 					qo->down_many(&a);
 				else
 					qo->down(&a);
+				/* the controls; the status flags are sticky */
+				ASSERT_EQ(_mm_getcsr() & ~0x3fu,
+					  (daz ? csr | DAZ_FTZ : csr) & ~0x3fu);
+				_mm_setcsr(csr);
 			}
 			for (i = 0; i < I; i++)
 				for (n = 0; n < H; n++) {
@@ -686,8 +701,9 @@ TEST(fp8_every_code_exact)
 						kern_fp8_to_f32(c);
 
 					if (y[(size_t)i * H + n] != e) {
-						TH_LOG("%s m %u: code %#x gives %g, not %g",
-						       kt_isa_name(isas[v]), m, c,
+						TH_LOG("%s m %u%s: code %#x gives %g, not %g",
+						       kt_isa_name(isas[v]), m,
+						       daz ? " (DAZ)" : "", c,
 						       y[(size_t)i * H + n], e);
 						ASSERT_TRUE(false);
 					}
