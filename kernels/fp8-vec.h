@@ -9,9 +9,10 @@
  * outer over up to DOWN_NSUB rows, so that each activation is widened
  * once for many rows. At 256 bits, for many tokens, each block is
  * widened once into an f32 copy that passes of tokens read (the panels).
- * Built at 256 bits by moe-fp8-avx2.c (AVX2, AVX-VNNI) and at 512 by
- * moe-fp8-avx512bw.c (AVX-512 without BF16: Skylake-SP, Cascade Lake,
- * Ice Lake).
+ * Built at 256 bits by moe-fp8-avx2.c (AVX2, AVX-VNNI; with
+ * FP8_PASS_F16 by moe-fp8-f16-avx2.c, which it defers to on CPUs whose
+ * FMAs are slow on subnormals) and at 512 by moe-fp8-avx512bw.c (AVX-512
+ * without BF16: Skylake-SP, Cascade Lake, Ice Lake).
  */
 #include <immintrin.h>
 #include <stdbool.h>
@@ -22,6 +23,10 @@
 #include "kernels/vec.h"
 #include "kernels/dispatch-m.h"
 #include "kernels/add-y-vec.h"
+
+#ifndef FP8_PASS_F16
+#define FP8_PASS_F16	0
+#endif
 
 /* Row slices of a tile, one vector of VF_LANES rows each. */
 #define NS		(KERN_TILE_ROWS / VF_LANES)
@@ -110,19 +115,11 @@ AI void unparity(vf o[NS])
 	(void)o;
 }
 
-AI unsigned int fp8_no_daz(void)
-{
-	return 0;
-}
-
-AI void fp8_restore_csr(unsigned int csr)
-{
-	(void)csr;
-}
 #else
 /*
  * Rows 8 * @s .. 8 * @s + 7 of a half line through f16, in xmm
- * registers: the panels' widening (cvt_block()), once for many tokens.
+ * registers: the panels' widening (cvt_block()), once for many tokens,
+ * and the passes' where FP8_PASS_F16 is set.
  */
 AI void fp8_step_f16(const uint8_t *p, int s, vf w[2])
 {
@@ -134,6 +131,20 @@ AI void fp8_step_f16(const uint8_t *p, int s, vf w[2])
 	w[1] = _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(b, 1), mask));
 }
 
+#if FP8_PASS_F16
+#define KS		2
+#define W_UNIT		CB_UNIT
+#define X_UNIT		1.0f
+AI void fp8_step(const uint8_t *p, int s, vf w[KS])
+{
+	fp8_step_f16(p, s, w);
+}
+
+AI void unparity(vf o[NS])
+{
+	(void)o;
+}
+#else
 /*
  * A pass widens each weight for a few tokens only, and there F16C's
  * vcvtph2ps (one every two cycles on Zen 3) was the bound. So mk_pass()
@@ -196,6 +207,7 @@ AI void fp8_restore_csr(unsigned int csr)
 	if (csr & 0x40)
 		_mm_setcsr(csr);
 }
+#endif /* FP8_PASS_F16 */
 #endif
 
 /*
@@ -613,10 +625,19 @@ static void gate_up(const struct kern_gate_up_args *a)
 
 void VNAME(kern_gate_up_fp8)(const struct kern_gate_up_args *a)
 {
-	unsigned int csr = fp8_no_daz();
+#if FP8_PASS_F16 || VEC_BITS == 512
+	gate_up(a);
+#else
+	unsigned int csr;
 
+	if (!kern_fma_subnormals_free()) {
+		kern_gate_up_fp8_f16_avx2(a);
+		return;
+	}
+	csr = fp8_no_daz();
 	gate_up(a);
 	fp8_restore_csr(csr);
+#endif
 }
 
 /* ---- down: chunks outer, output blocks inner, sums in scratch ----------- */
@@ -759,10 +780,19 @@ static void down(const struct kern_down_args *a)
 
 void VNAME(kern_down_fp8)(const struct kern_down_args *a)
 {
-	unsigned int csr = fp8_no_daz();
+#if FP8_PASS_F16 || VEC_BITS == 512
+	down(a);
+#else
+	unsigned int csr;
 
+	if (!kern_fma_subnormals_free()) {
+		kern_down_fp8_f16_avx2(a);
+		return;
+	}
+	csr = fp8_no_daz();
 	down(a);
 	fp8_restore_csr(csr);
+#endif
 }
 
 size_t VNAME(kern_scratch_bytes_fp8)(const struct kern_geom *g,

@@ -722,6 +722,49 @@ TEST(fp8_every_code_exact)
 		SKIP(return, "this CPU runs none of these FP8 kernels");
 }
 
+/*
+ * The avx2 FP8 body widens a pass's weights to f32 bits where FMAs take
+ * subnormals at full speed, else through F16C; both give the same bits:
+ * block and per-row scales, one token to two panels' worth.
+ */
+TEST(fp8_avx2_widening_routes_same_bits)
+{
+	static const unsigned int ms[] = { 1, 2, 3, 4, 5, 6, 7, 9, 13, 25 };
+	const struct kern_quant_ops *qo;
+	struct kern_quant_ops f16;
+	struct blob b, b2;
+	unsigned int mi;
+
+	if (!core_isa_runs(KT_ISA_AVX2, core_cpu_flags()))
+		SKIP(return, "this CPU cannot run avx2");
+	qo = kern_quant_ops_get(kern_ops_get(KT_ISA_AVX2), KT_QUANT_FP8);
+	f16 = *qo;
+	f16.gate_up = kern_gate_up_fp8_f16_avx2;
+	f16.down = kern_down_fp8_f16_avx2;
+	f16.scratch_bytes = kern_scratch_bytes_fp8_f16_avx2;
+	ASSERT_EQ(blob_make(&b, KT_QUANT_FP8, 384, 768, 0, 21), 0);
+	ASSERT_EQ(blob_make(&b2, KT_QUANT_FP8, 256, 384, KT_GROUP_CHANNEL,
+			    22), 0);
+	for (mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++) {
+		unsigned int m = ms[mi];
+
+		ASSERT_LE(cmp_gate_up(_metadata, qo, &f16, &b, KT_DTYPE_F32,
+				      m, 0, 768, NULL, 0), 0.0);
+		ASSERT_LE(cmp_gate_up(_metadata, qo, &f16, &b2,
+				      KT_DTYPE_BF16, m, 16, 384, NULL, 0),
+			  0.0);
+		ASSERT_LE(cmp_down(_metadata, qo, &f16, &b, m, 0, 384, 0,
+				   768), 0.0);
+		ASSERT_LE(cmp_down(_metadata, qo, &f16, &b2, m, 16, 48, 128,
+				   384), 0.0);
+	}
+	TH_LOG("passes through %s", kern_fma_subnormals_free() ?
+	       "f32 bits against F16C" :
+	       "F16C in both (this CPU's FMAs are slow on subnormals)");
+	free(b.p);
+	free(b2.p);
+}
+
 /* The scalar table checked by the same code: the harness itself works. */
 TEST(scalar_self)
 {
