@@ -2,8 +2,9 @@
 /*
  * fp8-vec.h - FP8 (E4M3) experts on FMA + F16C at either width, for the
  * variants without AVX-512 BF16: each half line of a tile (16 rows x a k
- * pair) is widened to f32 exactly through f16, per VF_LANES rows and k
- * parity, and multiplied with the bf16 activations widened; each
+ * pair) is widened to f32 exactly (through f16, or by shifts into f32
+ * bits), per VF_LANES rows and k parity, and multiplied with the bf16
+ * activations widened; each
  * 128-column scale block's sums are scaled in f32. Gate + up runs scale
  * blocks outer over GU_NB row blocks, down (like moe-vec.h) column chunks
  * outer over up to DOWN_NSUB rows, so that each activation is widened
