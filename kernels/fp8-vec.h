@@ -305,9 +305,7 @@ AI void mk_pass(const uint8_t *w, const uint8_t *pf, xrow_t *xf,
 AI void mk_fp8(const uint8_t *w, const uint8_t *pf, xrow_t *xf,
 	       const int M, vf o[][NS])
 {
-	int s;
-
-	int m;
+	int s, m;
 
 	if (SLICES(M) == NS) {
 		mk_pass(w, pf, xf, M, 0, NS, o);
