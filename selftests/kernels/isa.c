@@ -632,8 +632,14 @@ TEST(fp8_every_code_exact)
 	float *ones = malloc(H * 4), *x = calloc((size_t)I * I, 4);
 	float *y = malloc((size_t)I * H * 4), w[128];
 	uint32_t rows[128];
-	unsigned int v, n, k, i, ran = 0;
+	unsigned int v, n, k, i, ran = 0, csr0 = _mm_getcsr(), passes;
 
+	/* valgrind keeps only MXCSR's rounding mode */
+	_mm_setcsr(csr0 | DAZ_FTZ);
+	passes = (_mm_getcsr() & DAZ_FTZ) == DAZ_FTZ ? 4 : 2;
+	_mm_setcsr(csr0);
+	if (passes < 4)
+		TH_LOG("MXCSR does not keep DAZ here: no DAZ passes");
 	ASSERT_EQ(kern_pack_layout(KT_QUANT_FP8, H, I, KT_GROUP_CHANNEL, &l),
 		  0);
 	blob = aligned_alloc(4096, (l.total + 4095) & ~(size_t)4095);
@@ -658,7 +664,7 @@ TEST(fp8_every_code_exact)
 		if (!ops || !core_isa_runs(isas[v], core_cpu_flags()))
 			continue;
 		qo = kern_quant_ops_get(ops, KT_QUANT_FP8);
-		for (pass = 0; pass < 4; pass++) {
+		for (pass = 0; pass < passes; pass++) {
 			const unsigned int m = pass & 1 ? I : 8;
 			const bool daz = pass >= 2;
 			size_t rb = qo->act_row_bytes(I, l.group);
