@@ -28,6 +28,8 @@
 #ifndef FP8_PASS_F16
 #define FP8_PASS_F16	0
 #endif
+/* the passes widen to f32 bits (256 bits, unless FP8_PASS_F16) */
+#define FP8_BITS	(VEC_BITS != 512 && !FP8_PASS_F16)
 
 /* Row slices of a tile, one vector of VF_LANES rows each. */
 #define NS		(KERN_TILE_ROWS / VF_LANES)
@@ -86,7 +88,7 @@
  *
  * fp8_step() is one step of mk_pass(): KS columns k = 2h .. from @p, the
  * line or half line of k pair h, row slice @s, in w[0 .. KS - 1], each
- * its E4M3 value times X_UNIT / W_UNIT, exactly; widen_x() puts X_UNIT
+ * its E4M3 value over X_UNIT * W_UNIT, exactly; widen_x() puts X_UNIT
  * on the activations, the scales W_UNIT on the sums. unparity() puts
  * the slices' rows in order.
  */
@@ -94,8 +96,6 @@
 #if VEC_BITS == 512
 /* the whole line (one row slice of 16): both half lines */
 #define KS		4
-#define W_UNIT		CB_UNIT
-#define X_UNIT		1.0f
 AI void fp8_step(const uint8_t *p, int s, vf w[KS])
 {
 	const __m512i mask = _mm512_set1_epi16((short)0xbf80);
@@ -110,12 +110,6 @@ AI void fp8_step(const uint8_t *p, int s, vf w[KS])
 	w[2] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(ev, 1));
 	w[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(od, 1));
 }
-
-AI void unparity(vf o[NS])
-{
-	(void)o;
-}
-
 #else
 /*
  * Rows 8 * @s .. 8 * @s + 7 of a half line through f16, in xmm
@@ -134,16 +128,9 @@ AI void fp8_step_f16(const uint8_t *p, int s, vf w[2])
 
 #if FP8_PASS_F16
 #define KS		2
-#define W_UNIT		CB_UNIT
-#define X_UNIT		1.0f
 AI void fp8_step(const uint8_t *p, int s, vf w[KS])
 {
 	fp8_step_f16(p, s, w);
-}
-
-AI void unparity(vf o[NS])
-{
-	(void)o;
 }
 #else
 /*
@@ -209,6 +196,16 @@ AI void fp8_restore_csr(unsigned int csr)
 		_mm_setcsr(csr);
 }
 #endif /* FP8_PASS_F16 */
+#endif
+
+#if !FP8_BITS
+/* through f16, rows in order */
+#define W_UNIT		CB_UNIT
+#define X_UNIT		1.0f
+AI void unparity(vf o[NS])
+{
+	(void)o;
+}
 #endif
 
 /*
@@ -624,9 +621,7 @@ static void gate_up(const struct kern_gate_up_args *a)
 
 void VNAME(kern_gate_up_fp8)(const struct kern_gate_up_args *a)
 {
-#if FP8_PASS_F16 || VEC_BITS == 512
-	gate_up(a);
-#else
+#if FP8_BITS
 	unsigned int csr;
 
 	if (!kern_fma_subnormals_free()) {
@@ -636,6 +631,8 @@ void VNAME(kern_gate_up_fp8)(const struct kern_gate_up_args *a)
 	csr = fp8_no_daz();
 	gate_up(a);
 	fp8_restore_csr(csr);
+#else
+	gate_up(a);
 #endif
 }
 
@@ -779,9 +776,7 @@ static void down(const struct kern_down_args *a)
 
 void VNAME(kern_down_fp8)(const struct kern_down_args *a)
 {
-#if FP8_PASS_F16 || VEC_BITS == 512
-	down(a);
-#else
+#if FP8_BITS
 	unsigned int csr;
 
 	if (!kern_fma_subnormals_free()) {
@@ -791,6 +786,8 @@ void VNAME(kern_down_fp8)(const struct kern_down_args *a)
 	csr = fp8_no_daz();
 	down(a);
 	fp8_restore_csr(csr);
+#else
+	down(a);
 #endif
 }
 
