@@ -41,6 +41,21 @@
 #define MOE_INLINE_PREPARE	32768u
 
 #define CACHELINE 64
+#define PAGE_BYTES 4096
+
+/*
+ * Each worker's kernel scratch starts on its own page, this far from the
+ * next worker's and from the arrays around it. Back to back, the worker
+ * whose scratch lay above the other's ran the FP8 prefill down 1.7x
+ * slower than it on the same work (Zen 5, two workers; which worker was
+ * slow followed the buffer, not the thread or the columns). The likely
+ * cause: the lower worker walks its partial sums at a 2 KiB stride, its
+ * hardware prefetchers run on past them into the other's scratch, and
+ * each line they took misses on the owner's next write. Gaps of 4 and 16
+ * KiB kept about half of the loss, 64 KiB and more none
+ * (Documentation/kernels.md, "Worker scratch apart").
+ */
+#define MOE_SCRATCH_GAP	(64u << 10)
 
 /*
  * Floats of padding after each partial y row. Rows of H = 2048 floats are
@@ -68,7 +83,7 @@ struct moe_dims {
 	unsigned int slots;	/* slot chunk */
 	size_t xrb;		/* prepared x row */
 	size_t arb;		/* prepared intermediate row of a slice */
-	size_t wsb;		/* kernel scratch of one worker */
+	size_t wsb;		/* a worker's stride: its scratch and a gap */
 	unsigned int threads;	/* workers of the node */
 };
 
@@ -100,7 +115,7 @@ struct moe_node {
 	float *a;		/* [slots][slice] */
 	uint8_t *aact;		/* [slots][arb] */
 	float *ypart;		/* [tokens][hidden + MOE_YPART_PAD] */
-	uint8_t *wscratch;	/* [threads][wsb] */
+	uint8_t *wscratch;	/* a gap, then [threads][wsb] */
 	/* [threads + 1][hidden]: an x row zero-padded to the packed H, for
 	 * each worker and the leader (prepare_inline()) */
 	float *xpad;
@@ -167,10 +182,17 @@ static size_t node_layout(struct moe_node *n, uint8_t *p,
 	CARVE(a, (size_t)d->slots * d->slice * 4);
 	CARVE(aact, (size_t)d->slots * d->arb);
 	CARVE(ypart, (size_t)d->tokens * (d->hidden + MOE_YPART_PAD) * 4);
-	CARVE(wscratch, (size_t)d->threads * d->wsb);
+	off = align_up(off, PAGE_BYTES);
+	CARVE(wscratch, MOE_SCRATCH_GAP + (size_t)d->threads * d->wsb);
 	CARVE(xpad, (size_t)(d->threads + 1) * d->hidden * 4);
 #undef CARVE
 	return off;
+}
+
+/* worker @id's kernel scratch: after a gap, on its own pages */
+static void *worker_scratch(const struct moe_node *n, unsigned int id)
+{
+	return n->wscratch + MOE_SCRATCH_GAP + (size_t)id * n->d.wsb;
 }
 
 static void priv_free(void *p)
@@ -234,7 +256,7 @@ static void dims_of(const struct kt_ctx *ctx, const struct kt_model *m,
 	wsd = qd->scratch_bytes(&g, KERN_MAX_M);
 	if (wsd > d->wsb)
 		d->wsb = wsd;
-	d->wsb = align_up(d->wsb, CACHELINE);
+	d->wsb = align_up(d->wsb, PAGE_BYTES) + MOE_SCRATCH_GAP;
 	d->threads = core_ctx_node_threads(ctx, node_idx);
 }
 
@@ -631,7 +653,7 @@ static void phase_gate_up(void *arg, const struct core_worker_info *w)
 	const struct moe_job *j = arg;
 	struct moe_node *n = j->priv->nodes[w->node_idx];
 	unsigned int slice = n->i1 - n->i0;
-	void *scratch = n->wscratch + (size_t)w->id * n->d.wsb;
+	void *scratch = worker_scratch(n, w->id);
 	uint32_t t;
 
 	/* relaxed: the counter only hands out indices; the data each task
@@ -745,7 +767,7 @@ static void phase_down(void *arg, const struct core_worker_info *w)
 	const struct moe_job *j = arg;
 	struct moe_node *n = j->priv->nodes[w->node_idx];
 	bool last = j->priv->n_nodes == 1;
-	void *scratch = n->wscratch + (size_t)w->id * n->d.wsb;
+	void *scratch = worker_scratch(n, w->id);
 	uint32_t t;
 
 	/* relaxed: as in phase_gate_up */

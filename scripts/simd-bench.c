@@ -30,6 +30,7 @@ struct bench {
 	uint32_t *rows;
 	float *w, *y, *out;	/* out: [nw][T][I / nw] */
 	void **scratch;
+	uint8_t *scratch_mem;	/* every worker's scratch, apart */
 	double t_ns;
 	int only;		/* 1: gate+up only, 2: down only */
 };
@@ -38,6 +39,9 @@ static unsigned int part(unsigned int n, unsigned int i, unsigned int k)
 {
 	return (unsigned int)((uint64_t)n / 16 * i / k) * 16;
 }
+
+/* between workers' scratch: the executor's MOE_SCRATCH_GAP */
+#define SCRATCH_GAP	(64u << 10)
 
 /* gate+up rows per call of the one-block kernels: the executor's task
  * (ktcore/moe.c plan_rows(), one down chunk); the many-token kernels take
@@ -180,7 +184,7 @@ static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
 {
 	struct kern_geom g;
 	unsigned int e, i, k, G;
-	size_t nsc, chunks, sz;
+	size_t nsc, chunks, sz, stride;
 	float *x;
 
 	if (kern_pack_layout(q, H, I, q == KT_QUANT_INT4 ? 128 : 0, &b->l))
@@ -238,9 +242,13 @@ static int setup(struct bench *b, struct kt_ctx *ctx, enum kt_quant q,
 	b->out = calloc((size_t)b->nw * b->T * I, sizeof(float));
 	b->scratch = calloc(b->nw, sizeof(void *));
 	g = (struct kern_geom){ H, I, G, b->l.kc };
+	/* apart, on their own pages, as the executor's (ktcore/moe.c,
+	 * MOE_SCRATCH_GAP) */
+	stride = ((b->v->scratch_bytes(&g, KERN_MAX_M) + 4095) & ~4095ul) +
+		 SCRATCH_GAP;
+	b->scratch_mem = aligned_alloc(4096, SCRATCH_GAP + b->nw * stride);
 	for (i = 0; i < b->nw; i++)
-		b->scratch[i] = aligned_alloc(64, (b->v->scratch_bytes(&g,
-					      KERN_MAX_M) + 127) & ~63ul);
+		b->scratch[i] = b->scratch_mem + SCRATCH_GAP + i * stride;
 	return 0;
 }
 
