@@ -662,13 +662,16 @@ static void AMX_NAME(gate_up_q4)(const struct kern_gate_up_args *a)
 
 /* ---- down ----------------------------------------------------------------
  * Per pair of output blocks of 16 columns (C0 = A4.B6, C1 = A4.B7 for the
- * first token block, C2, C3 for the second) and pair of token blocks: the
+ * first token block, C2, C3 for the second; INT8 and BF16 pair blocks
+ * half the call apart, amx_cols_at()) and pair of token blocks: the
  * K chunks in order; INT8/INT4 flush C per chunk with the chunk's
  * activation scale into f32 sums, BF16 keeps accumulating in C. Then
  * y += w * (sum * row scale). The pair's tiles of all chunks (2 x K x 16
  * bytes for INT8) stay in L1 while the token blocks pass over them.
  * During the first pass the tiles it visits next are prefetched (INT8,
- * BF16: amx_down_next(); INT4: the next pair's of each chunk).
+ * BF16: amx_down_next(); INT4: the next pair's of each chunk). INT4 and
+ * the GGUF blocks keep neighbouring pairs: their down is bound by the
+ * widening and the folds, not the stream, and INT4 measured slower apart.
  */
 
 /*
@@ -746,26 +749,67 @@ static inline struct amx_arows amx_down_a(const struct kern_down_args *a,
 	return r;
 }
 
-/* y[y_rows[tb + i]][nb*16 ..] += w * (f[i] * rscale) for @nn (1 or 2)
- * blocks of 16 columns, f rows 32 floats apart. */
-static void amx_down_out(const struct kern_down_args *a, unsigned int nb,
-			 unsigned int nn, unsigned int tb, unsigned int cnt,
-			 const float *f, const float *rscale)
+/* The column blocks of a down pass: @b[0] and, where @nn is 2, @b[1]. */
+struct amx_cols {
+	unsigned int b[2];
+	unsigned int nn;
+};
+
+/* Neighbours @nb and nb + 1 (the second where the call has it). */
+static inline struct amx_cols amx_cols_pair(const struct kern_down_args *a,
+					    unsigned int nb)
 {
+	struct amx_cols c = { { nb, nb + 1 }, nb + 1 < a->n1 / 16 ? 2 : 1 };
+
+	return c;
+}
+
+/*
+ * INT8 and BF16 down take their column blocks apart: pass j the call's
+ * blocks j and j + d (of n), d = ceil(n / 2) rounded up to odd, and the
+ * blocks in [n - d, d) alone, so that the first pass over the weights
+ * reads two streams of each chunk at once where neighbours are one
+ * (INT8 down from DRAM, one thread, 1024-column calls: 1.1-1.28x at 9 to
+ * 256 tokens; Documentation/simd.md). An even d put both blocks' tiles
+ * of every chunk on the same L1 sets, and lost from 96 tokens on.
+ */
+static inline unsigned int amx_cols_passes(const struct kern_down_args *a)
+{
+	return (((a->n1 - a->n0) / 16 + 1) / 2) | 1;
+}
+
+/* The column blocks of pass @j of a down call. */
+static inline struct amx_cols amx_cols_at(const struct kern_down_args *a,
+					  unsigned int j)
+{
+	unsigned int d = amx_cols_passes(a), b0 = a->n0 / 16 + j;
+	struct amx_cols c = { { b0, b0 + d }, b0 + d < a->n1 / 16 ? 2 : 1 };
+
+	return c;
+}
+
+/* y[y_rows[tb + i]][b*16 ..] += w * (f[i] * rs[b*16 ..]) for the blocks b
+ * of @cl (@rs NULL: no column scale), f rows 32 floats apart. */
+static void amx_down_out(const struct kern_down_args *a,
+			 const struct amx_cols *cl, unsigned int tb,
+			 unsigned int cnt, const float *f, const float *rs)
+{
+	const struct amx_cols c = *cl;	/* registers, not loads */
 	unsigned int i, h;
 
 	for (i = 0; i < cnt; i++) {
-		float *y = a->y + a->y_rows[tb + i] * a->y_stride + nb * 16;
+		float *y = a->y + a->y_rows[tb + i] * a->y_stride;
 		__m512 w = _mm512_set1_ps(a->w[tb + i]);
 
-		for (h = 0; h < nn; h++) {
+		for (h = 0; h < c.nn; h++) {
+			float *yp = y + c.b[h] * 16;
 			__m512 v = _mm512_loadu_ps(f + i * 32 + h * 16);
 
-			if (rscale)
-				v = _mm512_mul_ps(v, _mm512_loadu_ps(rscale +
-								     h * 16));
-			_mm512_storeu_ps(y + h * 16, _mm512_fmadd_ps(w, v,
-					 _mm512_loadu_ps(y + h * 16)));
+			if (rs)
+				v = _mm512_mul_ps(v, _mm512_loadu_ps(rs +
+						  c.b[h] * 16));
+			_mm512_storeu_ps(yp, _mm512_fmadd_ps(w, v,
+					 _mm512_loadu_ps(yp)));
 		}
 	}
 }
@@ -773,12 +817,14 @@ static void amx_down_out(const struct kern_down_args *a, unsigned int nb,
 /*
  * One chunk (or group) of a down pass: @nk K steps of A at @ar, B of the
  * first column block at @b0 and of the second at @b1 (NULL: only one),
- * @bs bytes per step; @pf: tiles to prefetch, two per step.
+ * @bs bytes per step; @pf0, @pf1: tiles to prefetch (NULL: none), one of
+ * each per step.
  */
 static inline void amx_down_tiles(const struct amx_arows *ar,
 				  const uint8_t *b0, const uint8_t *b1,
 				  size_t bs, unsigned int nk, int two,
-				  const uint8_t *pf, int bf16, int zero)
+				  const uint8_t *pf0, const uint8_t *pf1,
+				  int bf16, int zero)
 {
 	unsigned int k;
 
@@ -787,10 +833,10 @@ static inline void amx_down_tiles(const struct amx_arows *ar,
 	for (k = 0; k < nk; k++) {
 		const uint8_t *ap = ar->p + k * ar->step;
 
-		if (pf) {
-			amx_pf_tile(pf + (size_t)2 * k * AMX_TILE);
-			amx_pf_tile(pf + (size_t)(2 * k + 1) * AMX_TILE);
-		}
+		if (pf0)
+			amx_pf_tile(pf0 + (size_t)k * AMX_TILE);
+		if (pf1)
+			amx_pf_tile(pf1 + (size_t)k * AMX_TILE);
 		_tile_loadd(4, ap, ar->ld);
 		_tile_loadd(6, b0 + k * bs, AMX_LINE);
 		AMX_DP(bf16, 0, 4, 6);
@@ -836,22 +882,43 @@ static inline void amx_down_acc(float *f, const int32_t *c, unsigned int nn,
 }
 
 /*
- * The tiles the first pass visits after chunk @c of column pair @nb: the
- * same pair's in the next chunk (256 KiB on for H 2048), or after the last
- * chunk the next pair's in the first. Prefetching those rather than the
- * next pair's of the same chunk: BF16 down from DRAM, one thread, 284 ->
- * 241 us per expert at m = 32, 354 -> 313 at 64; INT8 300 -> 270 at 64.
+ * The tiles of column block @nb (P of them per chunk, NB blocks) in chunk
+ * @c of the call (@c0 its first).
+ */
+static inline const uint8_t *amx_down_bt(const struct kern_down_args *a,
+					 unsigned int NB, unsigned int P,
+					 unsigned int nb, unsigned int c0,
+					 unsigned int c)
+{
+	return a->down->tiles + ((size_t)(c0 + c) * NB * P + (size_t)nb * P) *
+	       AMX_TILE;
+}
+
+/*
+ * The tiles of block @h of pass @j's the first pass visits after chunk
+ * @c: the same block's in the next chunk (256 KiB on for H 2048), or
+ * after the last chunk the next pass's in the first (NULL without such a
+ * block). Prefetching those rather than the next pair's of the same
+ * chunk: BF16 down from DRAM, one thread, 284 -> 241 us per expert at m =
+ * 32, 354 -> 313 at 64; INT8 300 -> 270 at 64.
  */
 static inline const uint8_t *amx_down_next(const struct kern_down_args *a,
+					   unsigned int j, unsigned int h,
 					   unsigned int NB, unsigned int P,
-					   unsigned int nb, unsigned int c0,
-					   unsigned int c, unsigned int nc)
+					   unsigned int c0, unsigned int c,
+					   unsigned int nc)
 {
-	if (c + 1 < nc)
-		return a->down->tiles + ((size_t)(c0 + c + 1) * NB * P +
-					 (size_t)nb * P) * AMX_TILE;
-	return a->down->tiles + ((size_t)c0 * NB * P +
-				 (size_t)(nb + 2) * P) * AMX_TILE;
+	struct amx_cols cl;
+
+	if (c + 1 < nc) {
+		cl = amx_cols_at(a, j);
+		return h < cl.nn ? amx_down_bt(a, NB, P, cl.b[h], c0, c + 1) :
+				   NULL;
+	}
+	if (j + 1 >= amx_cols_passes(a))
+		return NULL;
+	cl = amx_cols_at(a, j + 1);
+	return h < cl.nn ? amx_down_bt(a, NB, P, cl.b[h], c0, 0) : NULL;
 }
 
 static void AMX_NAME(down_q8)(const struct kern_down_args *a)
@@ -861,32 +928,33 @@ static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 	unsigned int P = a->kc / KERN_TILE_K_INT8, NB = a->N / 16;
 	unsigned int nkb = nc * P, mp = amx_mpad(a->m);
 	size_t crow = kern_act_row_bytes_int8_avx512(a->kc, 0);
-	unsigned int nb, tb, c;
+	unsigned int j, tb, c;
 	struct amx_scratch s;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
 	amx_down_gather(a, nc, crow, a->kc, 1, &s);
 	amx_config(AMX_LINE, 16);
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
-		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
+	for (j = 0; j < amx_cols_passes(a); j++) {
+		const struct amx_cols cl = amx_cols_at(a, j);
+		const unsigned int nn = cl.nn;	/* a register, not a load */
 
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
 			unsigned int cnt = amx_cnt(a->m, tb);
 
 			amx_zero_f(s.f, 2 * AMX_TB);
 			for (c = 0; c < nc; c++) {
-				const uint8_t *bt = a->down->tiles +
-					((size_t)(c0 + c) * NB * P +
-					 (size_t)nb * P) * AMX_TILE;
-
 				struct amx_arows ar = amx_down_a(a, &s, nkb,
 					nc, crow, tb, c, 0);
 
-				amx_down_tiles(&ar, bt, nn > 1 ? bt + P *
-					       AMX_TILE : NULL, AMX_TILE, P,
-					       cnt > AMX_TB,
-					       tb ? NULL : amx_down_next(a, NB,
-					       P, nb, c0, c, nc), 0, 1);
+				amx_down_tiles(&ar,
+					amx_down_bt(a, NB, P, cl.b[0], c0, c),
+					nn > 1 ? amx_down_bt(a, NB, P,
+						cl.b[1], c0, c) : NULL,
+					AMX_TILE, P, cnt > AMX_TB,
+					tb ? NULL : amx_down_next(a, j, 0,
+						NB, P, c0, c, nc),
+					tb ? NULL : amx_down_next(a, j, 1,
+						NB, P, c0, c, nc), 0, 1);
 				/* chunk c - 1 while chunk c's TDPs run */
 				if (c)
 					amx_down_acc(s.f, amx_cbuf(&s, c - 1),
@@ -897,8 +965,7 @@ static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 			}
 			amx_down_acc(s.f, amx_cbuf(&s, nc - 1), nn, cnt,
 				     s.xs + tb * nc + nc - 1, nc, NULL);
-			amx_down_out(a, nb, nn, tb, cnt, s.f,
-				     a->down->scales + nb * 16);
+			amx_down_out(a, &cl, tb, cnt, s.f, a->down->scales);
 		}
 	}
 	_tile_release();
@@ -988,7 +1055,9 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 	amx_down_gather(a, nc, crow, a->kc, 1, &s);
 	amx_config(ks, ks / 4);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
-		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
+		struct amx_cols cl = amx_cols_pair(a, nb);
+		unsigned int nn = cl.nn;
+
 		for (c = 0; !ring && c < nc; c++)
 			amx_down_widen_q4(a, nb, nn, c0, c, P, s.b4, 0);
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
@@ -1028,7 +1097,7 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 						nn > 1 ? (const uint8_t *)
 						amx_b4(b0 + hs, kk + i * ks) :
 						NULL, 0, 1, cnt > AMX_TB,
-						NULL, 0, 0);
+						NULL, NULL, 0, 0);
 				}
 				if (q)
 					amx_down_fin_q4(a, &s,
@@ -1039,7 +1108,7 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 			}
 			amx_down_fin_q4(a, &s, amx_cbuf(&s, q - 1), q - 1, nb,
 					nn, tb, cnt, nc);
-			amx_down_out(a, nb, nn, tb, cnt, s.f, NULL);
+			amx_down_out(a, &cl, tb, cnt, s.f, NULL);
 		}
 	}
 	_tile_release();
@@ -1048,19 +1117,19 @@ static void AMX_NAME(down_q4)(const struct kern_down_args *a)
 /* C of a BF16 down pass (f32, at @cb) as rows of 32, then into y. */
 static inline void amx_down_fin_bf16(const struct kern_down_args *a,
 				     struct amx_scratch *s,
-				     const int32_t *cb, unsigned int nb,
-				     unsigned int nn, unsigned int tb,
-				     unsigned int cnt)
+				     const int32_t *cb,
+				     const struct amx_cols *cl,
+				     unsigned int tb, unsigned int cnt)
 {
 	unsigned int i, h;
 
 	for (i = 0; i < cnt; i++)
-		for (h = 0; h < nn; h++)
+		for (h = 0; h < cl->nn; h++)
 			_mm512_storeu_ps(s->f + i * 32 + h * 16,
 				_mm512_loadu_ps((const float *)cb +
 					(i / AMX_TB) * 2 * AMX_CW +
 					h * AMX_CW + (i % AMX_TB) * 16));
-	amx_down_out(a, nb, nn, tb, cnt, s->f, NULL);
+	amx_down_out(a, cl, tb, cnt, s->f, NULL);
 }
 
 static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
@@ -1069,42 +1138,43 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
 	unsigned int P = a->kc / KERN_TILE_K_BF16, NB = a->N / 16;
 	unsigned int nkb = nc * P, mp = amx_mpad(a->m);
-	unsigned int nb, tb, c, n = 0, pnb = 0, ptb = 0, pnn = 0;
+	unsigned int j, tb, c, n = 0, ptb = 0;
+	struct amx_cols pcl = { { 0, 0 }, 0 };
 	struct amx_scratch s;
 
 	amx_scratch_init(&s, a->scratch, &geom, a->m);
 	amx_down_gather(a, nc, (size_t)a->kc * 2, (size_t)a->kc * 2, 0, &s);
 	amx_config(AMX_LINE, 16);
-	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
-		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
+	for (j = 0; j < amx_cols_passes(a); j++) {
+		const struct amx_cols cl = amx_cols_at(a, j);
+		const unsigned int nn = cl.nn;	/* a register, not a load */
 
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB, n++) {
 			for (c = 0; c < nc; c++) {
-				const uint8_t *bt = a->down->tiles +
-					((size_t)(c0 + c) * NB * P +
-					 (size_t)nb * P) * AMX_TILE;
-
 				struct amx_arows ar = amx_down_a(a, &s, nkb,
 					nc, (size_t)a->kc * 2, tb, c, 0);
 
-				amx_down_tiles(&ar, bt, nn > 1 ? bt + P *
-					       AMX_TILE : NULL, AMX_TILE, P,
-					       amx_cnt(a->m, tb) > AMX_TB,
-					       tb ? NULL : amx_down_next(a, NB,
-					       P, nb, c0, c, nc), 1, c == 0);
+				amx_down_tiles(&ar,
+					amx_down_bt(a, NB, P, cl.b[0], c0, c),
+					nn > 1 ? amx_down_bt(a, NB, P,
+						cl.b[1], c0, c) : NULL,
+					AMX_TILE, P, amx_cnt(a->m, tb) > AMX_TB,
+					tb ? NULL : amx_down_next(a, j, 0,
+						NB, P, c0, c, nc),
+					tb ? NULL : amx_down_next(a, j, 1,
+						NB, P, c0, c, nc), 1, c == 0);
 			}
 			/* the previous pass while this one's TDPs run */
 			if (n)
 				amx_down_fin_bf16(a, &s, amx_cbuf(&s, n - 1),
-						  pnb, pnn, ptb,
+						  &pcl, ptb,
 						  amx_cnt(a->m, ptb));
 			amx_store_c4(amx_cbuf(&s, n));
-			pnb = nb;
-			pnn = nn;
+			pcl = cl;
 			ptb = tb;
 		}
 	}
-	amx_down_fin_bf16(a, &s, amx_cbuf(&s, n - 1), pnb, pnn, ptb,
+	amx_down_fin_bf16(a, &s, amx_cbuf(&s, n - 1), &pcl, ptb,
 			  amx_cnt(a->m, ptb));
 	_tile_release();
 }

@@ -196,7 +196,8 @@ static void AMX_NAME(down_q8_0)(const struct kern_down_args *a)
 			       (size_t)spc * 4);
 	amx_config(Q8A_G, Q8A_G / 4);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb += 2) {
-		unsigned int nn = nb + 1 < a->n1 / 16 ? 2 : 1;
+		struct amx_cols cl = amx_cols_pair(a, nb);
+		unsigned int nn = cl.nn;
 
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
 			unsigned int cnt = amx_cnt(a->m, tb);
@@ -224,7 +225,7 @@ static void AMX_NAME(down_q8_0)(const struct kern_down_args *a)
 				amx_down_tiles(&ar, q8a_b(bt, kk), nn > 1 ?
 					       q8a_b(bt + P * AMX_TILE, kk) :
 					       NULL, 0, 1, cnt > AMX_TB, NULL,
-					       0, 1);
+					       NULL, 0, 1);
 				if (j)
 					q8a_acc(s.t.f, amx_cbuf(&s.t, j - 1),
 						nn, cnt, ws, s.xa +
@@ -236,7 +237,7 @@ static void AMX_NAME(down_q8_0)(const struct kern_down_args *a)
 			}
 			q8a_acc(s.t.f, amx_cbuf(&s.t, j - 1), nn, cnt, ws,
 				s.xa + (size_t)tb * ns + j - 1, ns);
-			amx_down_out(a, nb, nn, tb, cnt, s.t.f, NULL);
+			amx_down_out(a, &cl, tb, cnt, s.t.f, NULL);
 		}
 	}
 	_tile_release();

@@ -375,6 +375,8 @@ qka_down(const struct kern_down_args *a, enum kt_quant q)
 		}
 	amx_config(AMX_LINE, 16);
 	for (nb = a->n0 / 16; nb < a->n1 / 16; nb++) {
+		const struct amx_cols cl = { { nb, 0 }, 1 };	/* one block */
+
 		for (c = 0; c < nc; c++)
 			qka_widen(q, a->down->tiles + kern_tile_off_q(q,
 					kern_tile_kcm_chunk(a->N, a->kc,
@@ -423,7 +425,7 @@ qka_down(const struct kern_down_args *a, enum kt_quant q)
 				pend.f = s.t.f;
 			}
 			qka_fold(q, &pend, amx_cbuf(&s.t, c - 1), cnt);
-			amx_down_out(a, nb, 1, tb, cnt, s.t.f, NULL);
+			amx_down_out(a, &cl, tb, cnt, s.t.f, NULL);
 		}
 	}
 	_tile_release();

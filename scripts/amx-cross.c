@@ -3,7 +3,8 @@
  * amx-cross.c - where the AMX tile kernels overtake the AVX-512 ones: for
  * m tokens on each of many experts (weights from DRAM, calls of 256
  * gate/up rows and 256 down columns, as the executor cut them when the
- * switch points were measured; its down now takes up to 1024), one thread
+ * switch points were measured; its down now takes up to 1024, what -c
+ * 1024 times), one thread
  * times the AMX table's plain (AVX-512) and many (tile) kernels in
  * alternation and prints the best pass of each (thread CPU time), and the
  * AMX pass against the tile peak loop timed the same way. With -v it
@@ -77,6 +78,7 @@ struct cross {
 	float w[KERN_MAX_M], *y, *out;
 	void *scratch;
 	int only;		/* 1: gate+up only, 2: down only */
+	unsigned int dcols;	/* columns per down call */
 };
 
 /* CPU time of this thread: the machine may be shared, and time the
@@ -122,11 +124,12 @@ static double pass(struct cross *c, unsigned int m, int tiles)
 
 			(tiles ? c->v->gate_up_many : c->v->gate_up)(&a);
 		}
-		for (n0 = 0; c->only != 1 && n0 < H; n0 += 256) {
+		for (n0 = 0; c->only != 1 && n0 < H; n0 += c->dcols) {
 			struct kern_down_args a = {
 				.down = &mt[2], .N = H, .K = I, .kc = c->l.kc,
 				.group = c->G, .n0 = n0,
-				.n1 = n0 + 256 < H ? n0 + 256 : H, .k0 = 0,
+				.n1 = n0 + c->dcols < H ? n0 + c->dcols : H,
+				.k0 = 0,
 				.k1 = I, .act = c->iact, .act_stride = stride,
 				.m = m, .y_rows = c->rows, .w = c->w,
 				.y = c->y, .y_stride = H,
@@ -243,10 +246,10 @@ int main(int argc, char **argv)
 	unsigned int H = 2048, I = 768, G = 0, reps = 3, r, mi, mmax = 256;
 	unsigned int mmin = 1;
 	size_t total = 768ull << 20;
-	struct cross c = { 0 };
+	struct cross c = { .dcols = 256 };
 	int opt, vec = 0;
 
-	while ((opt = getopt(argc, argv, "q:H:I:g:r:s:m:M:o:v")) != -1) {
+	while ((opt = getopt(argc, argv, "q:H:I:g:r:s:m:M:o:c:v")) != -1) {
 		switch (opt) {
 		case 'q':
 			q = quant_named(optarg);
@@ -259,6 +262,7 @@ int main(int argc, char **argv)
 		case 'm': mmin = (unsigned int)atoi(optarg); break;
 		case 'M': mmax = (unsigned int)atoi(optarg); break;
 		case 'o': c.only = !strcmp(optarg, "gate_up") ? 1 : 2; break;
+		case 'c': c.dcols = (unsigned int)atoi(optarg); break;
 		case 'v': vec = 1; break;
 		default:
 			fprintf(stderr, "usage: amx-cross "
@@ -266,9 +270,13 @@ int main(int argc, char **argv)
 				"q6_k] "
 				"[-H hidden] [-I inter] [-g group] [-r reps] "
 				"[-s weight MiB] [-m min m] [-M max m] "
-				"[-o gate_up|down] [-v]\n");
+				"[-o gate_up|down] [-c down columns] [-v]\n");
 			return 2;
 		}
+	}
+	if (!c.dcols || c.dcols % 16) {
+		fprintf(stderr, "amx-cross: -c takes a multiple of 16\n");
+		return 2;
 	}
 	if (!q) {
 		fprintf(stderr, "amx-cross: unknown quantization\n");
