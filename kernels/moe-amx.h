@@ -765,24 +765,36 @@ static inline struct amx_cols amx_cols_pair(const struct kern_down_args *a,
 }
 
 /*
- * INT8 and BF16 down take their column blocks apart: pass j the call's
- * blocks j and j + d (of n), d = ceil(n / 2) rounded up to odd, and the
- * blocks in [n - d, d) alone, so that the first pass over the weights
- * reads two streams of each chunk at once where neighbours are one
- * (INT8 down from DRAM, one thread, 1024-column calls: 1.1-1.28x at 9 to
- * 256 tokens; Documentation/simd.md). An even d put both blocks' tiles
- * of every chunk on the same L1 sets, and lost from 96 tokens on.
+ * INT8 and BF16 down calls of up to AMX_DOWN_APART_M tokens take their
+ * column blocks apart: pass j the call's blocks j and j + d (of n, d =
+ * ceil(n / 2); with n odd, block d - 1 alone), so that the first pass
+ * over the weights reads two streams of each chunk at once where
+ * neighbours are one (INT8 down from DRAM, one thread, 1024-column calls:
+ * 1.1-1.28x at 9 to 64 tokens; Documentation/simd.md). Longer calls make
+ * more passes over weights in cache, and there neighbours, whose y lines
+ * are adjacent, measured faster in the layer (BF16 T = 4096 200-205 ms
+ * against 215-222 apart).
  */
+#define AMX_DOWN_APART_M	64
+
+/* The distance of a pass's two blocks: 1 (neighbours) or d above. */
+static inline unsigned int amx_cols_d(const struct kern_down_args *a)
+{
+	return a->m <= AMX_DOWN_APART_M ? ((a->n1 - a->n0) / 16 + 1) / 2 : 1;
+}
+
+/* How many passes over column blocks a down call makes. */
 static inline unsigned int amx_cols_passes(const struct kern_down_args *a)
 {
-	return (((a->n1 - a->n0) / 16 + 1) / 2) | 1;
+	return ((a->n1 - a->n0) / 16 + 1) / 2;
 }
 
 /* The column blocks of pass @j of a down call. */
 static inline struct amx_cols amx_cols_at(const struct kern_down_args *a,
 					  unsigned int j)
 {
-	unsigned int d = amx_cols_passes(a), b0 = a->n0 / 16 + j;
+	unsigned int d = amx_cols_d(a);
+	unsigned int b0 = a->n0 / 16 + (d == 1 ? 2 * j : j);
 	struct amx_cols c = { { b0, b0 + d }, b0 + d < a->n1 / 16 ? 2 : 1 };
 
 	return c;
