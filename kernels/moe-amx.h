@@ -907,10 +907,10 @@ static inline const uint8_t *amx_down_bt(const struct kern_down_args *a,
 }
 
 /*
- * The tiles of block @h of pass @j's the first pass visits after chunk
- * @c: the same block's in the next chunk (256 KiB on for H 2048), or
- * after the last chunk the next pass's in the first (NULL without such a
- * block). Prefetching those rather than the next pair's of the same
+ * The tiles of block @h of pass @j that the first pass visits after
+ * chunk @c: the same block's in the next chunk (256 KiB on for H 2048),
+ * or after the last chunk the next pass's in the first (NULL without such
+ * a block). Prefetching those rather than the next pair's of the same
  * chunk: BF16 down from DRAM, one thread, 284 -> 241 us per expert at m =
  * 32, 354 -> 313 at 64; INT8 300 -> 270 at 64.
  */
