@@ -893,51 +893,52 @@ static inline void amx_down_acc(float *f, const int32_t *c, unsigned int nn,
 	}
 }
 
-/*
- * The tiles of column block @nb (P of them per chunk, NB blocks) in chunk
- * @c of the call (@c0 its first).
- */
+/* The tiles of column block @nb in chunk @c of the down matrix, @kt of
+ * K per tile (the k-chunk-major layout, kernels/layout.h). */
 static inline const uint8_t *amx_down_bt(const struct kern_down_args *a,
-					 unsigned int NB, unsigned int P,
-					 unsigned int nb, unsigned int c0,
+					 unsigned int kt, unsigned int nb,
 					 unsigned int c)
 {
-	return a->down->tiles + ((size_t)(c0 + c) * NB * P + (size_t)nb * P) *
-	       AMX_TILE;
+	return a->down->tiles + kern_tile_off(kern_tile_kcm_chunk(a->N, a->kc,
+								  kt, nb, c));
 }
 
 /*
- * The tiles of block @h of pass @j that the first pass visits after
- * chunk @c: the same block's in the next chunk (256 KiB on for H 2048),
- * or after the last chunk the next pass's in the first (NULL without such
- * a block). Prefetching those rather than the next pair's of the same
- * chunk: BF16 down from DRAM, one thread, 284 -> 241 us per expert at m =
- * 32, 354 -> 313 at 64; INT8 300 -> 270 at 64.
+ * The tiles of block @h of the pass's blocks @cl that the first pass
+ * visits after chunk @c (of the call's @nc, @c0 the first): the same
+ * block's in the next chunk (256 KiB on for H 2048), or after the last
+ * chunk those of block @h of the next pass's @ncl in the first (NULL
+ * without such a block). Prefetching those rather than the next pair's
+ * of the same chunk: BF16 down from DRAM, one thread, 284 -> 241 us per
+ * expert at m = 32, 354 -> 313 at 64; INT8 300 -> 270 at 64.
  */
 static inline const uint8_t *amx_down_next(const struct kern_down_args *a,
-					   unsigned int j, unsigned int h,
-					   unsigned int NB, unsigned int P,
+					   const struct amx_cols *cl,
+					   const struct amx_cols *ncl,
+					   unsigned int h, unsigned int kt,
 					   unsigned int c0, unsigned int c,
 					   unsigned int nc)
 {
-	struct amx_cols cl;
+	if (c + 1 < nc)
+		return h < cl->nn ? amx_down_bt(a, kt, cl->b[h], c0 + c + 1) :
+				    NULL;
+	return h < ncl->nn ? amx_down_bt(a, kt, ncl->b[h], c0) : NULL;
+}
 
-	if (c + 1 < nc) {
-		cl = amx_cols_at(a, j);
-		return h < cl.nn ? amx_down_bt(a, NB, P, cl.b[h], c0, c + 1) :
-				   NULL;
-	}
-	if (j + 1 >= amx_cols_passes(a))
-		return NULL;
-	cl = amx_cols_at(a, j + 1);
-	return h < cl.nn ? amx_down_bt(a, NB, P, cl.b[h], c0, 0) : NULL;
+/* The blocks of the pass after pass @j (none after the last). */
+static inline struct amx_cols amx_cols_next(const struct kern_down_args *a,
+					    unsigned int j)
+{
+	struct amx_cols none = { { 0, 0 }, 0 };
+
+	return j + 1 < amx_cols_passes(a) ? amx_cols_at(a, j + 1) : none;
 }
 
 static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 {
 	struct kern_geom geom = { a->N, a->K, 0, a->kc };
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
-	unsigned int P = a->kc / KERN_TILE_K_INT8, NB = a->N / 16;
+	const unsigned int kt = KERN_TILE_K_INT8, P = a->kc / kt;
 	unsigned int nkb = nc * P, mp = amx_mpad(a->m);
 	size_t crow = kern_act_row_bytes_int8_avx512(a->kc, 0);
 	unsigned int j, tb, c;
@@ -948,6 +949,7 @@ static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 	amx_config(AMX_LINE, 16);
 	for (j = 0; j < amx_cols_passes(a); j++) {
 		const struct amx_cols cl = amx_cols_at(a, j);
+		const struct amx_cols ncl = amx_cols_next(a, j);
 		const unsigned int nn = cl.nn;	/* a register, not a load */
 
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB) {
@@ -959,14 +961,14 @@ static void AMX_NAME(down_q8)(const struct kern_down_args *a)
 					nc, crow, tb, c, 0);
 
 				amx_down_tiles(&ar,
-					amx_down_bt(a, NB, P, cl.b[0], c0, c),
-					nn > 1 ? amx_down_bt(a, NB, P,
-						cl.b[1], c0, c) : NULL,
+					amx_down_bt(a, kt, cl.b[0], c0 + c),
+					nn > 1 ? amx_down_bt(a, kt, cl.b[1],
+							     c0 + c) : NULL,
 					AMX_TILE, P, cnt > AMX_TB,
-					tb ? NULL : amx_down_next(a, j, 0,
-						NB, P, c0, c, nc),
-					tb ? NULL : amx_down_next(a, j, 1,
-						NB, P, c0, c, nc), 0, 1);
+					tb ? NULL : amx_down_next(a, &cl, &ncl,
+						0, kt, c0, c, nc),
+					tb ? NULL : amx_down_next(a, &cl, &ncl,
+						1, kt, c0, c, nc), 0, 1);
 				/* chunk c - 1 while chunk c's TDPs run */
 				if (c)
 					amx_down_acc(s.f, amx_cbuf(&s, c - 1),
@@ -1133,10 +1135,11 @@ static inline void amx_down_fin_bf16(const struct kern_down_args *a,
 				     const struct amx_cols *cl,
 				     unsigned int tb, unsigned int cnt)
 {
+	const unsigned int nn = cl->nn;	/* a register, not a load */
 	unsigned int i, h;
 
 	for (i = 0; i < cnt; i++)
-		for (h = 0; h < cl->nn; h++)
+		for (h = 0; h < nn; h++)
 			_mm512_storeu_ps(s->f + i * 32 + h * 16,
 				_mm512_loadu_ps((const float *)cb +
 					(i / AMX_TB) * 2 * AMX_CW +
@@ -1148,7 +1151,7 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 {
 	struct kern_geom geom = { a->N, a->K, 0, a->kc };
 	unsigned int c0 = a->k0 / a->kc, nc = a->k1 / a->kc - c0;
-	unsigned int P = a->kc / KERN_TILE_K_BF16, NB = a->N / 16;
+	const unsigned int kt = KERN_TILE_K_BF16, P = a->kc / kt;
 	unsigned int nkb = nc * P, mp = amx_mpad(a->m);
 	unsigned int j, tb, c, n = 0, ptb = 0;
 	struct amx_cols pcl = { { 0, 0 }, 0 };
@@ -1159,6 +1162,7 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 	amx_config(AMX_LINE, 16);
 	for (j = 0; j < amx_cols_passes(a); j++) {
 		const struct amx_cols cl = amx_cols_at(a, j);
+		const struct amx_cols ncl = amx_cols_next(a, j);
 		const unsigned int nn = cl.nn;	/* a register, not a load */
 
 		for (tb = 0; tb < mp; tb += 2 * AMX_TB, n++) {
@@ -1167,14 +1171,14 @@ static void AMX_NAME(down_bf16)(const struct kern_down_args *a)
 					nc, (size_t)a->kc * 2, tb, c, 0);
 
 				amx_down_tiles(&ar,
-					amx_down_bt(a, NB, P, cl.b[0], c0, c),
-					nn > 1 ? amx_down_bt(a, NB, P,
-						cl.b[1], c0, c) : NULL,
+					amx_down_bt(a, kt, cl.b[0], c0 + c),
+					nn > 1 ? amx_down_bt(a, kt, cl.b[1],
+							     c0 + c) : NULL,
 					AMX_TILE, P, amx_cnt(a->m, tb) > AMX_TB,
-					tb ? NULL : amx_down_next(a, j, 0,
-						NB, P, c0, c, nc),
-					tb ? NULL : amx_down_next(a, j, 1,
-						NB, P, c0, c, nc), 1, c == 0);
+					tb ? NULL : amx_down_next(a, &cl, &ncl,
+						0, kt, c0, c, nc),
+					tb ? NULL : amx_down_next(a, &cl, &ncl,
+						1, kt, c0, c, nc), 1, c == 0);
 			}
 			/* the previous pass while this one's TDPs run */
 			if (n)
